@@ -1,0 +1,39 @@
+package slot
+
+import "errors"
+
+// ErrInvalid is matched (with errors.Is) by every error this package returns
+// for bad input: a malformed interval, time, zone, name or slot text, a
+// reversed or oversized range, or an instant outside the supported years.
+// Programs map it to "usage error"; the CLI exits 2 on it.
+var ErrInvalid = errors.New("invalid input")
+
+// Specific kinds of bad input. Each also matches ErrInvalid.
+var (
+	ErrInterval     error = inputError("invalid interval")
+	ErrTime         error = inputError("invalid time")
+	ErrZone         error = inputError("invalid time zone")
+	ErrName         error = inputError("invalid series name")
+	ErrSlot         error = inputError("invalid slot")
+	ErrRange        error = inputError("invalid range")
+	ErrTooManySlots error = inputError("too many slots")
+	// ErrNoSlot is returned for a grid position whose local date the time
+	// zone skipped entirely (Pacific/Apia skipped 2011-12-30), so the slot
+	// there would be empty and does not exist.
+	ErrNoSlot error = inputError("no such slot")
+)
+
+type inputError string
+
+func (e inputError) Error() string { return string(e) }
+
+// Is makes every inputError match ErrInvalid.
+func (e inputError) Is(target error) bool { return target == ErrInvalid }
+
+func abbreviate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}
