@@ -1,0 +1,61 @@
+// Package sqlschema validates schema names and renders SQL templates for a
+// schema. Every package that writes SQL text goes through it, so a schema name
+// is checked in one place and never pasted into SQL unquoted.
+package sqlschema
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Default is the schema almanac uses when none is configured.
+const Default = "almanac"
+
+// ErrInvalid is wrapped by every error Check returns.
+var ErrInvalid = errors.New("invalid schema name")
+
+// maxLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are silently
+// truncated by the server, so two long names could end up as one schema.
+const maxLen = 63
+
+// Check reports whether name can be used as a schema name: 1 to 63 bytes of
+// valid UTF-8 without NUL or control characters. Any other character,
+// including quotes and semicolons, is allowed because the name is always
+// quoted as an identifier.
+func Check(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty; expected a PostgreSQL identifier such as %q", ErrInvalid, Default)
+	case len(name) > maxLen:
+		return fmt.Errorf("%w: %q is %d bytes; expected at most %d (PostgreSQL truncates longer names)", ErrInvalid, abbreviate(name), len(name), maxLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalid, name)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: %q contains control character %U", ErrInvalid, name, r)
+		}
+	}
+	return nil
+}
+
+// Quote returns name quoted as an SQL identifier.
+func Quote(name string) string {
+	return pgx.Identifier{name}.Sanitize()
+}
+
+// Render replaces every {{schema}} in sql with the quoted schema name.
+func Render(sql, schema string) string {
+	return strings.ReplaceAll(sql, "{{schema}}", Quote(schema))
+}
+
+func abbreviate(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	return s[:40] + "…"
+}

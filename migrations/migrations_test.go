@@ -1,0 +1,124 @@
+package migrations_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/migrations"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func tableExists(t *testing.T, schema, table string) bool {
+	var ok bool
+	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`,
+		sqlschema.Quote(schema)+"."+table).Scan(&ok))
+	return ok
+}
+
+func TestUpDownStatus(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+
+	require.ErrorIs(t, migrations.Require(ctx, pool, schema), migrations.ErrNotMigrated)
+	states, err := migrations.Status(ctx, pool, schema)
+	require.NoError(t, err)
+	require.False(t, states[0].Applied())
+
+	applied, err := migrations.Up(ctx, pool, schema)
+	require.NoError(t, err)
+	require.Len(t, applied, len(migrations.All()))
+	require.NoError(t, migrations.Require(ctx, pool, schema))
+	for _, table := range []string{"series", "slot", "schema_migrations", "fence_seq"} {
+		require.True(t, tableExists(t, schema, table), table)
+	}
+
+	applied, err = migrations.Up(ctx, pool, schema)
+	require.NoError(t, err)
+	require.Empty(t, applied, "re-running applies nothing")
+
+	// A user object in the schema survives a full down, and keeps the schema.
+	_, err = pool.Exec(ctx, "CREATE TABLE "+sqlschema.Quote(schema)+".mine (x int)")
+	require.NoError(t, err)
+	undone, err := migrations.Down(ctx, pool, schema, 0)
+	require.NoError(t, err)
+	require.Len(t, undone, len(migrations.All()))
+	require.False(t, tableExists(t, schema, "slot"))
+	require.False(t, tableExists(t, schema, "schema_migrations"))
+	require.True(t, tableExists(t, schema, "mine"))
+
+	undone, err = migrations.Down(ctx, pool, schema, 0)
+	require.NoError(t, err)
+	require.Empty(t, undone)
+	_, err = migrations.Down(ctx, pool, schema, migrations.Latest()+1)
+	require.Error(t, err)
+}
+
+func TestConcurrentUp(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	counts := make([]int, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			applied, err := migrations.Up(ctx, pool, schema)
+			errs[i], counts[i] = err, len(applied)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i := range errs {
+		require.NoError(t, errs[i])
+		total += counts[i]
+	}
+	require.Equal(t, len(migrations.All()), total, "each migration is applied exactly once")
+}
+
+// TestPrintedSQLMatchesMigrator applies the printed script by hand and
+// checks the migrator then considers the schema current.
+func TestPrintedSQLMatchesMigrator(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t) + `"q`
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sqlschema.Quote(schema)+" CASCADE")
+	})
+	script, err := migrations.SQL(schema)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, script)
+	require.NoError(t, err)
+	require.NoError(t, migrations.Require(ctx, pool, schema))
+	applied, err := migrations.Up(ctx, pool, schema)
+	require.NoError(t, err)
+	require.Empty(t, applied)
+
+	_, err = migrations.SQL("")
+	require.ErrorIs(t, err, sqlschema.ErrInvalid)
+}
+
+// TestHostileRoleSettings: a role whose sessions default to serializable
+// isolation and tiny timeouts still migrates.
+func TestHostileRoleSettings(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET default_transaction_isolation = serializable; SET statement_timeout = '1ms'; SET lock_timeout = '1ms'`)
+	require.NoError(t, err)
+	defer conn.Exec(context.Background(), `RESET default_transaction_isolation; RESET statement_timeout; RESET lock_timeout`) //nolint:errcheck
+	_, err = migrations.Up(ctx, conn.Conn(), schema)
+	require.NoError(t, err)
+	require.NoError(t, migrations.Require(ctx, conn.Conn(), schema))
+}
