@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/migrations"
+	"github.com/almanacdev/almanac/slot"
+)
+
+// Exit codes, a contract with scripts (DESIGN.md section 7).
+const (
+	exitOK          = 0
+	exitProblem     = 1 // the operation ran and found a problem
+	exitUsage       = 2 // bad input; nothing was written
+	exitUnavailable = 3 // database unreachable or schema not migrated
+)
+
+// exitError carries the exit code decided where the failure is understood;
+// the code is never guessed from an error's text.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageError(err error) error { return &exitError{exitUsage, err} }
+
+func usagef(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
+
+func unavailableError(err error) error { return &exitError{exitUnavailable, err} }
+
+// problemError marks an operation that ran to the end and found something
+// wrong (gaps with --fail-on-gaps, a failed slot under --once).
+func problemError(err error) error { return &exitError{exitProblem, err} }
+
+// exitCode decides the exit code of err. Errors that carry no decision are
+// classified by type: bad input from the slot model or a schema name is
+// usage; a missing migration or a lost connection is "unavailable";
+// anything else that happened after the command started running is a
+// problem.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, slot.ErrInvalid), errors.Is(err, sqlschema.ErrInvalid):
+		return exitUsage
+	case errors.Is(err, migrations.ErrNotMigrated), errors.As(err, new(*pgconn.ConnectError)), errors.As(err, new(*net.OpError)):
+		return exitUnavailable
+	default:
+		return exitProblem
+	}
+}
+
+// app holds the global flags and the streams of one invocation.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	databaseURL string
+	urlFrom     string // where databaseURL came from, for error messages
+	schema      string
+	json        bool
+
+	// started is set once a command's own code runs. An error before that
+	// comes from parsing the command line (unknown command, bad flag, wrong
+	// number of arguments): a usage error.
+	started bool
+	pool    *pgxpool.Pool
+}
+
+// run executes the CLI with args and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if a.pool != nil {
+		a.pool.Close()
+	}
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	var ee *exitError
+	if !a.started && !errors.As(err, &ee) {
+		code = exitUsage
+	}
+	fmt.Fprintln(stderr, "almanac: "+oneLine(err.Error()))
+	return code
+}
+
+// oneLine folds a multi-line error (PostgreSQL details, wrapped causes) onto
+// one line, so scripts can read it with a single `read`.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "almanac",
+		Short: "Process every interval of a time range exactly once, coordinated through PostgreSQL",
+		Long: `almanac keeps a table of time slots (a name plus an ISO-8601 interval such as
+2026-03-01T00:00:00Z/PT5M) in PostgreSQL and makes a fleet of workers process
+each slot exactly once: it materializes slots, finds gaps, re-opens ranges for
+backfills and runs commands per slot.
+
+Database: --database-url, else DATABASE_URL, else the libpq PG* variables
+(PGHOST, PGPORT, PGUSER, PGDATABASE, ...).
+
+Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
+(nothing was written); 3 the database is unreachable or not migrated.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Subcommand groups print their help; unknown words are usage errors.
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.resolveGlobals(cmd)
+		},
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	flags := root.PersistentFlags()
+	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
+	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+migrations.DefaultSchema+")")
+	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
+	root.AddCommand(a.migrateCommand(), a.seriesCommand())
+	return root
+}
+
+// resolveGlobals applies the environment fallbacks and validates the schema
+// name before any command touches the database.
+func (a *app) resolveGlobals(cmd *cobra.Command) error {
+	a.started = true
+	a.urlFrom = "--database-url"
+	if !cmd.Flags().Changed("database-url") {
+		a.databaseURL, a.urlFrom = a.getenv("DATABASE_URL"), "DATABASE_URL"
+		if a.databaseURL == "" {
+			a.urlFrom = "the PG* environment variables and defaults"
+		}
+	}
+	if !cmd.Flags().Changed("schema") {
+		a.schema = a.getenv("ALMANAC_SCHEMA")
+		if a.schema == "" {
+			a.schema = migrations.DefaultSchema
+		}
+	}
+	if err := sqlschema.Check(a.schema); err != nil {
+		return usageError(fmt.Errorf("--schema: %w", err))
+	}
+	return nil
+}
+
+// noArgs rejects positional arguments on commands that take none, as a usage
+// error that names the stray word.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unknown command %q for %q; see %q", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")
+	}
+	return nil
+}
+
+// exactArgs requires n positional arguments, described by what.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s expects %s, got %d argument(s); see %q", cmd.CommandPath(), what, len(args), cmd.CommandPath()+" --help")
+		}
+		return nil
+	}
+}
+
+// printJSON writes v as indented JSON on stdout.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

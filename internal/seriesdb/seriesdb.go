@@ -1,0 +1,131 @@
+// Package seriesdb stores series definitions in the series table. The
+// coverage, acquire and scheduler packages and the CLI load a series' grid
+// from here, so its zone and origin are decided once, at registration, and
+// every instance computes the same slots.
+package seriesdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/slot"
+)
+
+// ErrNotFound is returned when a series is not registered.
+var ErrNotFound = errors.New("series not found")
+
+// ErrConflict is returned by Add when the series exists with another zone or
+// origin: changing the grid would move every slot boundary under the rows
+// already stored, so it is refused rather than applied.
+var ErrConflict = errors.New("series exists with a different grid")
+
+// Querier is what this package needs from a pool, a connection or a
+// transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Definition is a registered series: its grid and when it was registered.
+type Definition struct {
+	Grid      slot.Series
+	CreatedAt time.Time
+}
+
+// Add registers the series of grid. Registering the same series again with
+// the same zone and origin does nothing and reports created=false; with a
+// different zone or origin it returns an error wrapping ErrConflict.
+func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def Definition, created bool, err error) {
+	tag, err := q.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (name, "interval") DO NOTHING`, schema),
+		grid.Name(), grid.Interval().String(), grid.Location().String(), grid.Origin())
+	if err != nil {
+		return Definition{}, false, err
+	}
+	def, err = Get(ctx, q, schema, grid.Name(), grid.Interval())
+	if err != nil {
+		return Definition{}, false, err
+	}
+	if tag.RowsAffected() == 1 {
+		return def, true, nil
+	}
+	have := def.Grid
+	if have.Location().String() != grid.Location().String() || !have.Origin().Equal(grid.Origin()) {
+		return def, false, fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
+			ErrConflict, grid.Name(), grid.Interval(), have.Location(), slot.FormatTime(have.Origin()),
+			grid.Location(), slot.FormatTime(grid.Origin()))
+	}
+	return def, false, nil
+}
+
+const selectColumns = `name, "interval", time_zone, origin, created_at`
+
+// Get loads the series (name, interval); an unknown series is an error
+// wrapping ErrNotFound.
+func Get(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (Definition, error) {
+	rows, err := q.Query(ctx, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
+		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String())
+	if err != nil {
+		return Definition{}, err
+	}
+	defs, err := collect(rows)
+	if err != nil {
+		return Definition{}, err
+	}
+	if len(defs) == 0 {
+		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrNotFound, name, interval)
+	}
+	return defs[0], nil
+}
+
+// List returns every registered series ordered by name and interval.
+func List(ctx context.Context, q Querier, schema string) ([]Definition, error) {
+	rows, err := q.Query(ctx, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series ORDER BY name, "interval"`, schema))
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+func collect(rows pgx.Rows) ([]Definition, error) {
+	var out []Definition
+	var name, intervalText, zoneName string
+	var origin, created time.Time
+	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &created}, func() error {
+		grid, err := parse(name, intervalText, zoneName, origin)
+		if err != nil {
+			return err
+		}
+		out = append(out, Definition{Grid: grid, CreatedAt: created})
+		return nil
+	})
+	return out, err
+}
+
+// parse rebuilds a grid from a stored row. A row another tool wrote badly is
+// reported with the series it belongs to.
+func parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, error) {
+	iv, err := slot.ParseInterval(intervalText)
+	if err == nil && iv.String() != intervalText {
+		err = fmt.Errorf("interval %q is not in canonical form %s", intervalText, iv)
+	}
+	var loc *time.Location
+	if err == nil {
+		loc, err = slot.LoadZone(zoneName)
+	}
+	var grid slot.Series
+	if err == nil {
+		grid, err = slot.NewSeries(name, iv, loc, origin)
+	}
+	if err != nil {
+		return slot.Series{}, fmt.Errorf("stored series %q %s is unusable: %w", name, intervalText, err)
+	}
+	return grid, nil
+}
