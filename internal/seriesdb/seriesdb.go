@@ -33,10 +33,13 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Definition is a registered series: its grid and when it was registered.
+// Definition is a registered series: its grid, its policies and when it
+// was registered.
 type Definition struct {
-	Grid      slot.Series
-	CreatedAt time.Time
+	Grid slot.Series
+	// MaxAttempts parks a slot after this many failures; 0 means no limit.
+	MaxAttempts int
+	CreatedAt   time.Time
 }
 
 // Add registers the series of grid. Registering the same series again with
@@ -65,7 +68,7 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 	return def, false, nil
 }
 
-const selectColumns = `name, "interval", time_zone, origin, created_at`
+const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0), created_at`
 
 // Get loads the series (name, interval); an unknown series is an error
 // wrapping ErrNotFound.
@@ -98,12 +101,13 @@ func collect(rows pgx.Rows) ([]Definition, error) {
 	var out []Definition
 	var name, intervalText, zoneName string
 	var origin, created time.Time
-	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &created}, func() error {
+	var maxAttempts int
+	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &created}, func() error {
 		grid, err := parse(name, intervalText, zoneName, origin)
 		if err != nil {
 			return err
 		}
-		out = append(out, Definition{Grid: grid, CreatedAt: created})
+		out = append(out, Definition{Grid: grid, MaxAttempts: maxAttempts, CreatedAt: created})
 		return nil
 	})
 	return out, err

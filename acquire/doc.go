@@ -1,0 +1,87 @@
+// Package acquire turns a slot into work done exactly once. A Queue hands
+// out the acquirable slots of one series in two modes that share the same
+// table and states.
+//
+// # Locked mode (Run, RunBatch)
+//
+// The default, for work of seconds to minutes. A transaction selects the
+// first acquirable slot with FOR NO KEY UPDATE SKIP LOCKED, takes a fencing
+// token, and stays open while the handler runs; the handler gets the
+// transaction, and what it writes there commits atomically with the slot's
+// COMPLETE: exactly-once for effects in the same database. Nothing is
+// written to the slot row until the end, in one statement, so other
+// sessions are never made to wait for the job. A handler error or panic
+// rolls back to a savepoint taken before its first statement and records the
+// failure; a worker crash or a lost connection rolls everything back, and
+// the slot is acquirable again at once.
+//
+// A frozen worker (SIGSTOP, a half-open connection) cannot hold a slot for
+// ever: the transaction sets idle_in_transaction_session_timeout to
+// Options.DeadMan and the worker pings its connection every DeadMan/4, so
+// PostgreSQL ends a silent session within DeadMan. Locked mode holds one
+// pool connection per running transaction; Options.Reserve connections are
+// never held, so finishing work never waits for a connection. Use
+// ConfigurePool on the pool's configuration for TCP keepalives and for query
+// cancellation that keeps the connection.
+//
+// RunBatch is the throughput path for short tasks: up to N slots locked in
+// one transaction, each handler in its own savepoint, all outcomes written
+// with one UPDATE and one commit.
+//
+// Long transactions have a cost: while one is open, VACUUM cannot remove
+// rows deleted after it started, anywhere in the database. Work that takes
+// longer than a few minutes belongs in lease mode.
+//
+// # Lease mode (Claim, Lease)
+//
+// The timestamp fallback, for long work, for poolers in transaction mode,
+// or for work that must not hold a connection. A short transaction claims
+// slots: status ACQUIRED, this queue's owner id, a new fencing token, a
+// deadline Options.LeaseTTL ahead on the database clock. KeepAlive (or
+// Extend) renews the leases; a lease that expires can be taken over by any
+// worker, with TookOver set. Every write of a Lease carries the guard
+// "owner = me AND fence = my token": a holder that lost the slot changes
+// nothing and gets ErrLeaseLost. Lease.CompleteTx completes inside the
+// caller's transaction, so the caller's writes and COMPLETE commit together.
+// Queue.Eject takes a held slot over at once (a callback arrived); the
+// previous holder's next write fails.
+//
+// # Outcomes and retries
+//
+// A handler returns nil (COMPLETE), Skip(reason) (SKIP), Snooze(d) (stays
+// AVAILABLE until d has passed, not a failure, optionally saving a
+// checkpoint), or an error (a failure: fail_count grows, the message keeps
+// the error text, and Options.Retry decides the delay). After
+// Options.MaxAttempts failures, or when the policy gives up, the slot is
+// parked: AVAILABLE with not_before = 'infinity', visible in status and gap
+// reports until it is re-opened or retried. Nothing disappears silently.
+// Every time comparison uses the database clock (clock_timestamp()), never
+// the worker's.
+//
+// # Work outside the database: four recipes
+//
+// Exactly-once holds for effects written in the slot's transaction. For
+// anything else, a slot may be worked more than once (a worker dies after
+// the effect and before the commit), so make the effect safe to repeat with
+// one of these, according to what the other system offers:
+//
+//   - Idempotency key: send Slot.Key() (the same in every attempt) as the
+//     idempotency key; the system applies the effect once. Record its
+//     response in the slot's transaction.
+//   - Optimistic lock: the system accepts a condition. Send the fencing
+//     token with the write and let the system keep the largest it has seen
+//     (INSERT … ON CONFLICT (key) DO UPDATE … WHERE sink.fence <
+//     EXCLUDED.fence); a holder that lost the slot has a smaller token and is
+//     refused.
+//   - Pessimistic lock: the system can say whether the action was done and
+//     what came of it. Look it up by Slot.Key() first; if it is done, record
+//     that result instead of acting again; otherwise act. With TookOver set,
+//     always look first.
+//   - Black-boxed: the system offers neither. Use lease mode and save a
+//     checkpoint ("about to call") with Lease.Checkpoint before acting. A
+//     holder that finds that checkpoint in Slot.Data, or sees TookOver, knows
+//     its predecessor may have acted and cannot know the outcome: it records
+//     "uncertain" (Skip with that reason, or a failure a person reviews)
+//     rather than acting twice. (Locked mode cannot do this: a locked-mode
+//     holder that dies leaves no trace.)
+package acquire

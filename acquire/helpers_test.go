@@ -1,0 +1,114 @@
+package acquire
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/slot"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// fixture is a migrated schema with one registered PT1M series, n slots
+// materialized from 2026-01-01T00:00Z, and an effects table handlers write
+// to.
+type fixture struct {
+	t      *testing.T
+	db     *pgtest.DB
+	grid   slot.Series
+	from   time.Time
+	slots  int
+	schema string
+}
+
+func newFixture(t *testing.T, n int) *fixture {
+	t.Helper()
+	db := pgtest.New(t)
+	grid, err := slot.NewSeries("report", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, _, err = seriesdb.Add(ctx, db.Pool, db.Schema, grid)
+	require.NoError(t, err)
+	f := &fixture{t: t, db: db, grid: grid, from: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), slots: n, schema: db.Schema}
+	var starts, ends []time.Time
+	for s := range grid.Slots(f.from, f.from.Add(time.Duration(n)*time.Minute)) {
+		starts = append(starts, s.Start)
+		ends = append(ends, s.End)
+	}
+	f.exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end)
+		SELECT 'report', 'PT1M', s, e FROM unnest($1::timestamptz[], $2::timestamptz[]) AS t(s, e)`, starts, ends)
+	f.exec(`CREATE TABLE {{schema}}.effect (slot_start timestamptz NOT NULL, fence bigint NOT NULL, mode text NOT NULL)`)
+	return f
+}
+
+func (f *fixture) exec(sql string, args ...any) {
+	f.t.Helper()
+	_, err := f.db.Pool.Exec(context.Background(), sqlschema.Render(sql, f.schema), args...)
+	require.NoError(f.t, err)
+}
+
+func (f *fixture) queue(opts Options) *Queue {
+	return f.queueOn(f.db.Pool, opts)
+}
+
+func (f *fixture) queueOn(pool *pgxpool.Pool, opts Options) *Queue {
+	f.t.Helper()
+	opts.Schema = f.schema
+	q, err := New(context.Background(), pool, f.grid, opts)
+	require.NoError(f.t, err)
+	return q
+}
+
+func (f *fixture) slotStart(i int) time.Time { return f.from.Add(time.Duration(i) * time.Minute) }
+
+// row is a slot row as stored.
+type row struct {
+	Status      string
+	Fence       int64
+	Attempts    int
+	FailCount   int
+	Message     *string
+	Owner       *string
+	Parked      bool // not_before is infinity
+	Data        []byte
+	CompletedAt *time.Time
+	// FromNow is not_before - clock_timestamp(), for backoff checks.
+	FromNow *time.Duration
+}
+
+func (f *fixture) row(start time.Time) row {
+	f.t.Helper()
+	var r row
+	err := f.db.Pool.QueryRow(context.Background(), sqlschema.Render(`SELECT status, fence, attempts, fail_count, message,
+		owner::text, coalesce(not_before = 'infinity', false), data, completed_at,
+		CASE WHEN not_before IS NULL OR not_before = 'infinity' THEN NULL ELSE not_before - clock_timestamp() END
+		FROM {{schema}}.slot WHERE name = 'report' AND "interval" = 'PT1M' AND slot_start = $1`, f.schema), start).
+		Scan(&r.Status, &r.Fence, &r.Attempts, &r.FailCount, &r.Message, &r.Owner, &r.Parked, &r.Data, &r.CompletedAt, &r.FromNow)
+	require.NoError(f.t, err)
+	return r
+}
+
+func (f *fixture) count(sql string, args ...any) int {
+	f.t.Helper()
+	var n int
+	require.NoError(f.t, f.db.Pool.QueryRow(context.Background(), sqlschema.Render(sql, f.schema), args...).Scan(&n))
+	return n
+}
+
+// effect is what handlers write: one row per slot they handled.
+func effect(schema string) string {
+	return sqlschema.Render(`INSERT INTO {{schema}}.effect (slot_start, fence, mode) VALUES ($1, $2, $3)`, schema)
+}
+
+func writeEffect(ctx context.Context, tx pgx.Tx, schema string, s Slot, mode string) error {
+	_, err := tx.Exec(ctx, effect(schema), s.Start, s.Fence, mode)
+	return err
+}

@@ -1,0 +1,373 @@
+package acquire
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/pgtest"
+)
+
+func TestLeaseLifecycle(t *testing.T) {
+	f := newFixture(t, 5)
+	ctx := context.Background()
+	q := f.queue(Options{Retry: fixedRetry(time.Hour)})
+	leases, err := q.Claim(ctx, 5)
+	require.NoError(t, err)
+	require.Len(t, leases, 5)
+	for i, l := range leases {
+		require.True(t, l.Start.Equal(f.slotStart(i)), "claimed in slot order")
+		require.Equal(t, 1, l.Attempt)
+		require.False(t, l.TookOver)
+		r := f.row(l.Start)
+		require.Equal(t, "ACQUIRED", r.Status)
+		require.Equal(t, q.Owner().String(), *r.Owner)
+		require.Equal(t, l.Fence, r.Fence)
+		require.WithinDuration(t, time.Now().Add(DefaultLeaseTTL), l.Until(), 5*time.Second)
+	}
+	more, err := q.Claim(ctx, 5)
+	require.NoError(t, err)
+	require.Empty(t, more, "held slots are not claimed again")
+
+	require.NoError(t, leases[0].Complete(ctx))
+	require.Equal(t, "COMPLETE", f.row(f.slotStart(0)).Status)
+
+	outcome, err := leases[1].Fail(ctx, errors.New("upstream 503"))
+	require.NoError(t, err)
+	require.Equal(t, Failed, outcome)
+	r := f.row(f.slotStart(1))
+	require.Equal(t, "AVAILABLE", r.Status)
+	require.Nil(t, r.Owner)
+	require.Equal(t, 1, r.FailCount)
+	require.Equal(t, "upstream 503", *r.Message)
+	require.InDelta(t, time.Hour.Seconds(), r.FromNow.Seconds(), 5)
+
+	require.NoError(t, leases[2].Skip(ctx, "nothing to do"))
+	require.Equal(t, "SKIP", f.row(f.slotStart(2)).Status)
+
+	require.NoError(t, leases[3].Checkpoint(ctx, map[string]int{"page": 7}))
+	require.NoError(t, leases[3].Snooze(ctx, time.Minute, nil))
+	r = f.row(f.slotStart(3))
+	require.Equal(t, "AVAILABLE", r.Status)
+	require.Zero(t, r.FailCount)
+	require.JSONEq(t, `{"page":7}`, string(r.Data), "the checkpoint survives the snooze")
+	require.InDelta(t, time.Minute.Seconds(), r.FromNow.Seconds(), 5)
+
+	require.NoError(t, leases[4].Extend(ctx))
+	require.NoError(t, leases[4].Release(ctx))
+	again, err := q.Claim(ctx, 5)
+	require.NoError(t, err)
+	require.Len(t, again, 1, "only the released slot is acquirable now")
+	require.True(t, again[0].Start.Equal(f.slotStart(4)))
+	require.Equal(t, 2, again[0].Attempt)
+	require.Greater(t, again[0].Fence, leases[4].Fence)
+
+	// Every finished lease is now stale.
+	for _, l := range leases {
+		require.ErrorIs(t, l.Complete(ctx), ErrLeaseLost)
+		select {
+		case <-l.Lost():
+		default:
+			t.Fatal("a lost lease closes its Lost channel")
+		}
+	}
+}
+
+func TestLeaseExpiryAndTakeover(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	old := f.queue(Options{LeaseTTL: 200 * time.Millisecond})
+	leases, err := old.Claim(ctx, 1)
+	require.NoError(t, err)
+	stale := leases[0]
+	require.NoError(t, stale.Checkpoint(ctx, "half done"))
+
+	other := f.queue(Options{LeaseTTL: time.Minute})
+	none, err := other.Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Empty(t, none, "a live lease is not taken over")
+
+	time.Sleep(300 * time.Millisecond)
+	taken, err := other.Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, taken, 1)
+	fresh := taken[0]
+	require.True(t, fresh.TookOver)
+	require.Greater(t, fresh.Fence, stale.Fence, "the fence strictly increases")
+	require.Equal(t, 2, fresh.Attempt)
+	require.JSONEq(t, `"half done"`, string(fresh.Data), "the checkpoint survives takeover")
+
+	before := f.row(stale.Start)
+	require.ErrorIs(t, stale.Extend(ctx), ErrLeaseLost)
+	require.ErrorIs(t, stale.Complete(ctx), ErrLeaseLost)
+	_, err = stale.Fail(ctx, errors.New("late"))
+	require.ErrorIs(t, err, ErrLeaseLost)
+	require.ErrorIs(t, stale.Checkpoint(ctx, "overwritten?"), ErrLeaseLost)
+	require.ErrorIs(t, stale.Skip(ctx, "late"), ErrLeaseLost)
+	require.ErrorIs(t, stale.Snooze(ctx, time.Second, nil), ErrLeaseLost)
+	require.ErrorIs(t, stale.Release(ctx), ErrLeaseLost)
+	tx, err := f.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, stale.CompleteTx(ctx, tx), ErrLeaseLost)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, before, f.row(stale.Start), "stale writes change nothing")
+
+	require.NoError(t, fresh.Complete(ctx))
+}
+
+func TestLeaseCompleteTx(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	q := f.queue(Options{})
+	leases, err := q.Claim(ctx, 2)
+	require.NoError(t, err)
+
+	// Completion and the caller's writes commit together...
+	tx, err := f.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, leases[0].CompleteTx(ctx, tx))
+	_, err = tx.Exec(ctx, effect(f.schema), leases[0].Start, leases[0].Fence, "lease")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, "COMPLETE", f.row(leases[0].Start).Status)
+
+	// ...or not at all.
+	tx, err = f.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, leases[1].CompleteTx(ctx, tx))
+	_, err = tx.Exec(ctx, effect(f.schema), leases[1].Start, leases[1].Fence, "lease")
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, "ACQUIRED", f.row(leases[1].Start).Status)
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+}
+
+func TestKeepAliveAndLostContext(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	q := f.queue(Options{LeaseTTL: 300 * time.Millisecond})
+	leases, err := q.Claim(ctx, 2)
+	require.NoError(t, err)
+	stop := q.KeepAlive(ctx, leases)
+	defer stop()
+	workCtx, cancel := leases[1].Context(ctx)
+	defer cancel()
+
+	time.Sleep(time.Second)
+	require.Equal(t, "ACQUIRED", f.row(leases[0].Start).Status, "kept alive past three TTLs")
+	taken, err := f.queue(Options{}).Claim(ctx, 2)
+	require.NoError(t, err)
+	require.Empty(t, taken)
+
+	// Someone re-opens slot 1 under the holder: the next heartbeat finds it
+	// gone and cancels the work's context.
+	f.exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', owner = NULL, lease_until = NULL WHERE slot_start = $1`, leases[1].Start)
+	select {
+	case <-workCtx.Done():
+		require.ErrorIs(t, context.Cause(workCtx), ErrLeaseLost)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lost lease did not cancel its context")
+	}
+	require.NoError(t, leases[0].Complete(ctx))
+}
+
+func TestEject(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	holder := f.queue(Options{})
+	leases, err := holder.Claim(ctx, 1)
+	require.NoError(t, err)
+
+	callback := f.queue(Options{})
+	ejected, err := callback.Eject(ctx, leases[0].Start)
+	require.NoError(t, err)
+	require.True(t, ejected.TookOver)
+	require.Greater(t, ejected.Fence, leases[0].Fence)
+	require.ErrorIs(t, leases[0].Complete(ctx), ErrLeaseLost)
+	require.NoError(t, ejected.Complete(ctx))
+
+	_, err = callback.Eject(ctx, leases[0].Start)
+	require.ErrorIs(t, err, ErrNotHeld, "a COMPLETE slot cannot be ejected")
+	_, err = callback.Eject(ctx, f.slotStart(99))
+	require.ErrorIs(t, err, ErrNotHeld, "nor a missing one")
+
+	// A slot held in locked mode cannot be taken from its transaction.
+	inHandler := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = holder.Run(ctx, func(context.Context, pgx.Tx, Slot) error {
+			close(inHandler)
+			<-release
+			return nil
+		})
+	}()
+	<-inHandler
+	_, err = callback.Eject(ctx, f.slotStart(1))
+	require.ErrorIs(t, err, ErrHeld)
+	close(release)
+	<-done
+
+	// An acquirable slot is simply claimed.
+	claimed, err := callback.Eject(ctx, f.slotStart(2))
+	require.NoError(t, err)
+	require.False(t, claimed.TookOver)
+}
+
+// TestEjectRacesCompletion: when an ejection and the holder's completion
+// race, exactly one of them wins.
+func TestEjectRacesCompletion(t *testing.T) {
+	const rounds = 60
+	f := newFixture(t, rounds)
+	ctx := context.Background()
+	holder := f.queue(Options{})
+	ejector := f.queue(Options{})
+	wins := map[string]int{}
+	for i := range rounds {
+		leases, err := holder.Claim(ctx, 1)
+		require.NoError(t, err)
+		require.Len(t, leases, 1)
+		var completeErr, ejectErr error
+		var ejected *Lease
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); completeErr = leases[0].Complete(ctx) }()
+		go func() { defer wg.Done(); ejected, ejectErr = ejector.Eject(ctx, leases[0].Start) }()
+		wg.Wait()
+		switch {
+		case completeErr == nil:
+			require.ErrorIs(t, ejectErr, ErrNotHeld, "round %d", i)
+			require.Equal(t, "COMPLETE", f.row(leases[0].Start).Status)
+			wins["complete"]++
+		case ejectErr == nil:
+			require.ErrorIs(t, completeErr, ErrLeaseLost, "round %d", i)
+			r := f.row(leases[0].Start)
+			require.Equal(t, "ACQUIRED", r.Status)
+			require.Equal(t, ejected.Fence, r.Fence)
+			require.NoError(t, ejected.Complete(ctx))
+			wins["eject"]++
+		default:
+			t.Fatalf("round %d: both lost: %v / %v", i, completeErr, ejectErr)
+		}
+	}
+	t.Logf("wins: %v", wins)
+}
+
+// TestLockedModeTakesOverExpiredLease: a series worked in both modes. A
+// locked-mode worker takes over an expired lease; the stale lease holder's
+// completion waits for it and then fails.
+func TestLockedModeTakesOverExpiredLease(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	leases, err := f.queue(Options{LeaseTTL: 100 * time.Millisecond}).Claim(ctx, 1)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	res, ok, err := f.queue(Options{}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		require.True(t, s.TookOver)
+		return writeEffect(ctx, tx, f.schema, s, "locked")
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, Completed, res.Outcome)
+	require.ErrorIs(t, leases[0].Complete(ctx), ErrLeaseLost)
+	r := f.row(leases[0].Start)
+	require.Equal(t, "COMPLETE", r.Status)
+	require.Nil(t, r.Owner)
+}
+
+// TestEveryModeAtOnce: 16 locked, 16 batched and 16 lease workers over 5,000
+// slots of one series, each handler writing its effect in the slot's
+// transaction. Every slot is COMPLETE and has exactly one effect.
+func TestEveryModeAtOnce(t *testing.T) {
+	const slots = 5000
+	f := newFixture(t, slots)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 40
+	ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	q := f.queueOn(pool, Options{})
+	var handled [3]atomic.Int64
+	var wg sync.WaitGroup
+	worker := func(mode int, step func() (int, error)) {
+		defer wg.Done()
+		for {
+			n, err := step()
+			require.NoError(t, err)
+			if n == 0 {
+				return
+			}
+			handled[mode].Add(int64(n))
+		}
+	}
+	handler := func(mode string) Handler {
+		return func(ctx context.Context, tx pgx.Tx, s Slot) error {
+			return writeEffect(ctx, tx, f.schema, s, mode)
+		}
+	}
+	for range 16 {
+		wg.Add(3)
+		go worker(0, func() (int, error) {
+			_, ok, err := q.Run(ctx, handler("locked"))
+			if ok {
+				return 1, err
+			}
+			return 0, err
+		})
+		go worker(1, func() (int, error) {
+			results, err := q.RunBatch(ctx, 20, handler("batch"))
+			for _, r := range results {
+				require.Equal(t, Completed, r.Outcome)
+			}
+			return len(results), err
+		})
+		go worker(2, func() (int, error) {
+			leases, err := q.Claim(ctx, 10)
+			if err != nil || len(leases) == 0 {
+				return 0, err
+			}
+			stop := q.KeepAlive(ctx, leases)
+			defer stop()
+			for _, l := range leases {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					return 0, err
+				}
+				if err := l.CompleteTx(ctx, tx); err != nil {
+					return 0, err
+				}
+				if _, err := tx.Exec(ctx, effect(f.schema), l.Start, l.Fence, "lease"); err != nil {
+					return 0, err
+				}
+				if err := tx.Commit(ctx); err != nil {
+					return 0, err
+				}
+			}
+			return len(leases), nil
+		})
+	}
+	wg.Wait()
+	total := handled[0].Load() + handled[1].Load() + handled[2].Load()
+	t.Logf("locked %d, batched %d, lease %d", handled[0].Load(), handled[1].Load(), handled[2].Load())
+	require.Equal(t, int64(slots), total)
+	require.Equal(t, slots, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+	require.Equal(t, slots, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+	require.Equal(t, slots, f.count(`SELECT count(DISTINCT slot_start) FROM {{schema}}.effect`), "no slot handled twice")
+	require.Zero(t, f.count(`SELECT count(*) FROM {{schema}}.effect e JOIN {{schema}}.slot s USING (slot_start) WHERE e.fence <> s.fence`),
+		"each effect carries the fence that completed its slot")
+	for mode := range handled {
+		require.Positive(t, handled[mode].Load(), "mode %d took part", mode)
+	}
+}

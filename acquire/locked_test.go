@@ -1,0 +1,507 @@
+package acquire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/pgtest"
+)
+
+func fixedRetry(d time.Duration) RetryPolicy {
+	return func(int, error) (time.Duration, bool) { return d, true }
+}
+
+func TestLockedCompleteCommitsWithEffects(t *testing.T) {
+	f := newFixture(t, 3)
+	q := f.queue(Options{})
+	ctx := context.Background()
+	res, ok, err := q.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		require.Equal(t, "report 2026-01-01T00:00:00Z/PT1M", s.Key())
+		require.Equal(t, 1, s.Attempt)
+		require.False(t, s.TookOver)
+		require.Positive(t, s.Fence)
+		return writeEffect(ctx, tx, f.schema, s, "locked")
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, Completed, res.Outcome)
+	r := f.row(f.slotStart(0))
+	require.Equal(t, "COMPLETE", r.Status)
+	require.Equal(t, res.Slot.Fence, r.Fence)
+	require.Equal(t, 1, r.Attempts)
+	require.NotNil(t, r.CompletedAt)
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect WHERE slot_start = $1 AND fence = $2`, f.slotStart(0), r.Fence))
+
+	// Oldest first: the next run takes the next slot, never the completed one.
+	res, ok, err = q.Run(ctx, func(context.Context, pgx.Tx, Slot) error { return nil })
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, res.Slot.Start.Equal(f.slotStart(1)))
+	require.Greater(t, res.Slot.Fence, r.Fence, "fences grow")
+}
+
+func TestLockedNothingToDo(t *testing.T) {
+	f := newFixture(t, 0)
+	_, ok, err := f.queue(Options{}).Run(context.Background(), func(context.Context, pgx.Tx, Slot) error {
+		t.Fatal("no slot, no call")
+		return nil
+	})
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+func TestLockedOrderAndRange(t *testing.T) {
+	f := newFixture(t, 10)
+	ctx := context.Background()
+	noop := func(context.Context, pgx.Tx, Slot) error { return nil }
+	res, _, err := f.queue(Options{NewestFirst: true}).Run(ctx, noop)
+	require.NoError(t, err)
+	require.True(t, res.Slot.Start.Equal(f.slotStart(9)))
+
+	ranged := f.queue(Options{From: f.slotStart(4), To: f.slotStart(6)})
+	results, err := ranged.RunBatch(ctx, 10, noop)
+	require.NoError(t, err)
+	require.Len(t, results, 2)
+	require.True(t, results[0].Slot.Start.Equal(f.slotStart(4)))
+	require.True(t, results[1].Slot.Start.Equal(f.slotStart(5)))
+	_, ok, err := ranged.Run(ctx, noop)
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+func TestLockedOutcomes(t *testing.T) {
+	f := newFixture(t, 6)
+	ctx := context.Background()
+	q := f.queue(Options{Retry: fixedRetry(time.Hour), MaxAttempts: 2})
+	type checkpoint struct{ Step int }
+
+	results, err := q.RunBatch(ctx, 6, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		if err := writeEffect(ctx, tx, f.schema, s, "batch"); err != nil {
+			return err
+		}
+		switch s.Start.Minute() {
+		case 0:
+			return nil
+		case 1:
+			return Skip("holiday")
+		case 2:
+			return Snooze(time.Hour).WithData(checkpoint{Step: 2})
+		case 3:
+			return errors.New("remote said no")
+		case 4:
+			panic("boom")
+		default:
+			_, err := tx.Exec(ctx, "SELECT 1/0") // swallowed: the outcome cannot commit
+			_ = err
+			return nil
+		}
+	})
+	require.NoError(t, err)
+	require.Len(t, results, 6)
+	want := []Outcome{Completed, Skipped, Snoozed, Failed, Failed, Failed}
+	for i, r := range results {
+		require.Equal(t, want[i], r.Outcome, "slot %d: %v", i, r.Err)
+	}
+	require.Contains(t, results[4].Err.Error(), "panic: boom")
+
+	// Effects commit with COMPLETE, SKIP and snooze, and vanish with failures.
+	for i, kept := range []bool{true, true, true, false, false, false} {
+		require.Equal(t, map[bool]int{true: 1, false: 0}[kept],
+			f.count(`SELECT count(*) FROM {{schema}}.effect WHERE slot_start = $1`, f.slotStart(i)), "slot %d", i)
+	}
+
+	r := f.row(f.slotStart(1))
+	require.Equal(t, "SKIP", r.Status)
+	require.Equal(t, "holiday", *r.Message)
+
+	r = f.row(f.slotStart(2))
+	require.Equal(t, "AVAILABLE", r.Status)
+	require.Equal(t, 0, r.FailCount, "a snooze is not a failure")
+	require.JSONEq(t, `{"Step":2}`, string(r.Data))
+	require.InDelta(t, time.Hour.Seconds(), r.FromNow.Seconds(), 5)
+
+	r = f.row(f.slotStart(3))
+	require.Equal(t, "AVAILABLE", r.Status)
+	require.Equal(t, 1, r.FailCount)
+	require.Equal(t, 1, r.Attempts)
+	require.Equal(t, "remote said no", *r.Message)
+	require.InDelta(t, time.Hour.Seconds(), r.FromNow.Seconds(), 5, "backoff on the database clock")
+
+	r = f.row(f.slotStart(5))
+	require.Contains(t, *r.Message, "failed statement")
+
+	// A second failure reaches MaxAttempts: the slot is parked, not lost.
+	f.exec(`UPDATE {{schema}}.slot SET not_before = NULL WHERE slot_start = $1`, f.slotStart(3))
+	res, ok, err := q.Run(ctx, func(context.Context, pgx.Tx, Slot) error { return errors.New("still no") })
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, Parked, res.Outcome)
+	r = f.row(f.slotStart(3))
+	require.Equal(t, "AVAILABLE", r.Status)
+	require.Equal(t, 2, r.FailCount)
+	require.True(t, r.Parked, "not_before is infinity")
+	require.Contains(t, *r.Message, "gave up after 2 failures: still no")
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE not_before = 'infinity'`))
+
+	// The snoozed slot comes back with its checkpoint.
+	f.exec(`UPDATE {{schema}}.slot SET not_before = NULL WHERE slot_start = $1`, f.slotStart(2))
+	_, ok, err = q.Run(ctx, func(_ context.Context, _ pgx.Tx, s Slot) error {
+		require.JSONEq(t, `{"Step":2}`, string(s.Data))
+		require.Equal(t, 2, s.Attempt)
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestLockedTxIsManaged(t *testing.T) {
+	f := newFixture(t, 1)
+	res, _, err := f.queue(Options{}).Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		require.ErrorIs(t, tx.Commit(ctx), ErrTxManaged)
+		require.ErrorIs(t, tx.Rollback(ctx), ErrTxManaged)
+		// The handler's own savepoints work as usual.
+		nested, err := tx.Begin(ctx)
+		require.NoError(t, err)
+		_, err = nested.Exec(ctx, effect(f.schema), s.Start, s.Fence, "discarded")
+		require.NoError(t, err)
+		require.NoError(t, nested.Rollback(ctx))
+		return writeEffect(ctx, tx, f.schema, s, "kept")
+	})
+	require.NoError(t, err)
+	require.Equal(t, Completed, res.Outcome)
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect WHERE mode = 'kept'`))
+}
+
+// TestLockedCancelledContext: a worker shutting down mid-handler records
+// nothing; the slot is acquirable again at once, with no attempt counted.
+func TestLockedCancelledContext(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	results, err := f.queue(Options{}).RunBatch(ctx, 2, func(hctx context.Context, tx pgx.Tx, s Slot) error {
+		if err := writeEffect(hctx, tx, f.schema, s, "locked"); err != nil {
+			return err
+		}
+		if s.Start.Equal(f.slotStart(0)) {
+			return nil // finished before the shutdown: committed
+		}
+		cancel()
+		<-hctx.Done()
+		return hctx.Err()
+	})
+	require.NoError(t, err)
+	require.Len(t, results, 2)
+	require.Equal(t, Completed, results[0].Outcome)
+	require.Equal(t, Abandoned, results[1].Outcome)
+	require.Equal(t, "COMPLETE", f.row(f.slotStart(0)).Status)
+	r := f.row(f.slotStart(1))
+	require.Equal(t, "AVAILABLE", r.Status)
+	require.Zero(t, r.Attempts)
+	require.Zero(t, r.FailCount)
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+}
+
+// TestLockedMaxWork: a handler that overruns MaxWork fails with a clear
+// message and its writes are rolled back.
+func TestLockedMaxWork(t *testing.T) {
+	f := newFixture(t, 1)
+	res, _, err := f.queue(Options{MaxWork: 200 * time.Millisecond, Retry: fixedRetry(time.Minute)}).Run(context.Background(),
+		func(ctx context.Context, tx pgx.Tx, s Slot) error {
+			if err := writeEffect(ctx, tx, f.schema, s, "locked"); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "SELECT pg_sleep(5)")
+			return err
+		})
+	require.NoError(t, err)
+	require.Equal(t, Failed, res.Outcome)
+	require.Contains(t, res.Err.Error(), "MaxWork")
+	require.Contains(t, *f.row(f.slotStart(0)).Message, "MaxWork")
+	require.Zero(t, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+}
+
+// TestLockedBackendTerminated: a holder whose backend is killed mid-handler
+// cannot commit; another worker redoes the slot once.
+func TestLockedBackendTerminated(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	q := f.queue(Options{})
+	inHandler := make(chan int)
+	release := make(chan struct{})
+	var first Result
+	var firstErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first, _, firstErr = q.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+			if err := writeEffect(ctx, tx, f.schema, s, "killed"); err != nil {
+				return err
+			}
+			var pid int
+			if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				return err
+			}
+			inHandler <- pid
+			<-release
+			return nil
+		})
+	}()
+	var pid int
+	select {
+	case pid = <-inHandler:
+	case <-done:
+		t.Fatalf("the handler never ran: %v", firstErr)
+	}
+	var killed bool
+	// Wait until the backend is gone, as a real kill would be complete
+	// before anyone looks again.
+	require.NoError(t, f.db.Pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", pid).Scan(&killed))
+	require.True(t, killed)
+	close(release)
+	<-done
+	require.Error(t, firstErr)
+	require.Equal(t, Abandoned, first.Outcome)
+
+	res, ok, err := q.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		return writeEffect(ctx, tx, f.schema, s, "redo")
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, Completed, res.Outcome)
+	require.Greater(t, res.Slot.Fence, first.Slot.Fence)
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect WHERE mode = 'redo'`))
+}
+
+// TestLockedDeadManSwitch: a holder that stops pinging (as a frozen
+// process would) loses its session after DeadMan; the slot is redone by
+// another worker and the frozen holder's late commit fails.
+func TestLockedDeadManSwitch(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	frozen := f.queue(Options{DeadMan: time.Second})
+	frozen.testNoPing = true
+	inHandler := make(chan struct{})
+	wake := make(chan struct{})
+	done := make(chan Result)
+	go func() {
+		res, _, _ := frozen.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+			if err := writeEffect(ctx, tx, f.schema, s, "frozen"); err != nil {
+				return err
+			}
+			close(inHandler)
+			<-wake
+			return nil
+		})
+		done <- res
+	}()
+	select {
+	case <-inHandler:
+	case res := <-done:
+		t.Fatalf("the handler never ran: %v", res.Err)
+	}
+	healthy := f.queue(Options{})
+	deadline := time.Now().Add(10 * time.Second)
+	var res Result
+	for {
+		var ok bool
+		var err error
+		res, ok, err = healthy.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+			return writeEffect(ctx, tx, f.schema, s, "healthy")
+		})
+		require.NoError(t, err)
+		if ok {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the dead-man switch never released the slot")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, Completed, res.Outcome)
+	close(wake)
+	late := <-done
+	require.Equal(t, Abandoned, late.Outcome, "the frozen holder's commit fails")
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect WHERE mode = 'healthy'`))
+}
+
+// TestLockedPingerAndHandlerShareTheConnection runs many statements while the
+// pinger is busy, under the race detector.
+func TestLockedPingerAndHandlerShareTheConnection(t *testing.T) {
+	f := newFixture(t, 1)
+	res, _, err := f.queue(Options{DeadMan: time.Second}).Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			rows, err := tx.Query(ctx, "SELECT generate_series(1, 10)")
+			if err != nil {
+				return err
+			}
+			if _, err := pgx.CollectRows(rows, pgx.RowTo[int32]); err != nil {
+				return err
+			}
+			var one int
+			if err := tx.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return writeEffect(ctx, tx, f.schema, s, "locked")
+	})
+	require.NoError(t, err)
+	require.Equal(t, Completed, res.Outcome, "%v", res.Err)
+}
+
+func TestPoolTooSmall(t *testing.T) {
+	f := newFixture(t, 0)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = New(context.Background(), pool, f.grid, Options{Schema: f.schema})
+	require.ErrorIs(t, err, ErrPoolTooSmall)
+	require.Contains(t, err.Error(), "at least 3")
+}
+
+// TestHeldConnectionsAreBudgeted: with every holdable connection held by
+// locked-mode handlers, lease writes and the handlers' own pool queries
+// still get connections.
+func TestHeldConnectionsAreBudgeted(t *testing.T) {
+	f := newFixture(t, 20)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	q := f.queueOn(pool, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	handled := 0
+	for range 8 { // more workers than holdable connections
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				_, ok, err := q.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+					var n int
+					// The handler uses the pool too: it must not deadlock.
+					if err := pool.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
+						return err
+					}
+					return writeEffect(ctx, tx, f.schema, s, "locked")
+				})
+				require.NoError(t, err)
+				if !ok {
+					return
+				}
+				mu.Lock()
+				handled++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, ctx.Err(), "no deadlock")
+	require.Equal(t, 20, handled)
+}
+
+// TestHostileRoleSettings: a role whose sessions default to a 100 ms
+// statement timeout, a 1 s idle-in-transaction timeout and serializable
+// isolation cannot break acquisition.
+func TestHostileRoleSettings(t *testing.T) {
+	f := newFixture(t, 40)
+	ctx := context.Background()
+	role := "hostile_" + strings.TrimPrefix(f.schema, "almanac_test_")
+	admin := f.db.Pool
+	for _, sql := range []string{
+		fmt.Sprintf(`CREATE ROLE %s LOGIN`, role),
+		fmt.Sprintf(`ALTER ROLE %s SET statement_timeout = '100ms'`, role),
+		fmt.Sprintf(`ALTER ROLE %s SET idle_in_transaction_session_timeout = '1s'`, role),
+		fmt.Sprintf(`ALTER ROLE %s SET default_transaction_isolation = 'serializable'`, role),
+		fmt.Sprintf(`ALTER ROLE %s SET lock_timeout = '10ms'`, role),
+		fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`, f.schema, role),
+		fmt.Sprintf(`GRANT ALL ON ALL TABLES IN SCHEMA %s TO %s`, f.schema, role),
+		fmt.Sprintf(`GRANT ALL ON ALL SEQUENCES IN SCHEMA %s TO %s`, f.schema, role),
+	} {
+		_, err := admin.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s; DROP ROLE %s`, role, role))
+	})
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.User = role
+	cfg.MaxConns = 12
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	var isolation string
+	require.NoError(t, pool.QueryRow(ctx, "SHOW default_transaction_isolation").Scan(&isolation))
+	require.Equal(t, "serializable", isolation, "the role's settings are in effect")
+
+	locked := f.queueOn(pool, Options{})
+	// Idle 1.5 s in the transaction and run a 300 ms statement: both would be
+	// fatal under the role's defaults.
+	res, ok, err := locked.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := tx.Exec(ctx, "SELECT pg_sleep(0.3)"); err != nil {
+			return err
+		}
+		return writeEffect(ctx, tx, f.schema, s, "hostile")
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, Completed, res.Outcome, "%v", res.Err)
+
+	// Concurrent claims and completions under serializable defaults.
+	leased := f.queueOn(pool, Options{})
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				leases, err := leased.Claim(ctx, 3)
+				require.NoError(t, err)
+				if len(leases) == 0 {
+					return
+				}
+				lost, err := leased.CompleteMany(ctx, leases)
+				require.NoError(t, err)
+				require.Empty(t, lost)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 40, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+}
+
+func TestExponentialRetry(t *testing.T) {
+	p := Exponential(time.Second, time.Minute, 0)
+	for failures, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 7: time.Minute, 100: time.Minute} {
+		d, retry := p(failures, nil)
+		require.True(t, retry)
+		require.Equal(t, want, d, "after %d failures", failures)
+	}
+	jittered := Exponential(time.Second, time.Hour, 0.2)
+	for range 100 {
+		d, _ := jittered(3, nil)
+		require.GreaterOrEqual(t, d, 3200*time.Millisecond)
+		require.LessOrEqual(t, d, 4800*time.Millisecond)
+	}
+	d, _ := DefaultRetry(1, nil)
+	require.InDelta(t, time.Second, d, float64(200*time.Millisecond))
+}

@@ -1,0 +1,193 @@
+package acquire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/slot"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxWork  = 5 * time.Minute
+	DefaultDeadMan  = 10 * time.Second
+	DefaultLeaseTTL = 30 * time.Second
+	DefaultReserve  = 2
+)
+
+// ErrPoolTooSmall is returned by New when the pool cannot both hold a
+// locked-mode transaction and keep Options.Reserve connections free for
+// everything else (lease writes, heartbeats, status queries, the handlers'
+// own use of the pool). An exhausted pool does not fail, it hangs, so this is
+// checked up front.
+var ErrPoolTooSmall = errors.New("pool too small for locked mode")
+
+// Options configure a Queue. The zero value is usable.
+type Options struct {
+	// Schema holding almanac's tables. Default "almanac".
+	Schema string
+
+	// From and To limit acquisition to slots starting in [From, To). Zero
+	// values mean unbounded.
+	From, To time.Time
+	// NewestFirst acquires the latest slot first (for freshness) instead of
+	// the oldest (for completeness, the default).
+	NewestFirst bool
+
+	// MaxWork bounds one handler run in locked mode: its context gets this
+	// deadline, and a run past it is recorded as a failure. Default 5 min.
+	// Work that may take longer belongs in lease mode.
+	MaxWork time.Duration
+	// DeadMan is the locked-mode dead-man switch: the transaction sets
+	// idle_in_transaction_session_timeout to it, and the worker pings its
+	// connection every DeadMan/4. A worker that freezes (SIGSTOP, a lost
+	// host) stops pinging, and PostgreSQL ends its session and releases the
+	// slot within DeadMan. Pings also stop once a handler overruns MaxWork
+	// by DeadMan, so a handler that ignores its context cannot hold a slot
+	// for ever. Default 10 s; at least 1 s.
+	DeadMan time.Duration
+	// LeaseTTL is how long a lease lasts without a heartbeat. Default 30 s.
+	LeaseTTL time.Duration
+
+	// Retry maps a failure to a delay or to giving up. Default DefaultRetry.
+	Retry RetryPolicy
+	// MaxAttempts parks a slot after this many failures since its last
+	// success or re-open. 0 means the series' max_attempts setting, and no
+	// limit when that is unset too.
+	MaxAttempts int
+
+	// Owner identifies this process's leases. Default: a random UUID per
+	// Queue.
+	Owner uuid.UUID
+	// Reserve is how many connections of the pool locked mode never holds,
+	// so that completing, failing and heart-beating never wait for a
+	// connection. Default 2. It applies to every Queue on the same pool and
+	// is fixed by the first Queue created for that pool.
+	Reserve int
+	// Logger receives warnings (a lost connection, a handler that panicked).
+	// Default: silent.
+	Logger *slog.Logger
+}
+
+// Queue acquires the slots of one series and records their outcomes. It is
+// safe for concurrent use by many goroutines; each locked-mode run holds one
+// connection of the pool for as long as its handlers run.
+type Queue struct {
+	pool     *pgxpool.Pool
+	grid     slot.Series
+	name     string
+	interval string
+	opts     Options
+	held     *budget
+	sql      statements
+	from, to time.Time
+
+	testNoPing bool // tests simulate a frozen worker by not pinging
+}
+
+// New returns a Queue for the registered series grid. It fails when the
+// series is not registered with this grid (an error wrapping
+// seriesdb.ErrNotFound or ErrConflict), and with ErrPoolTooSmall when the
+// pool leaves no connection for locked mode.
+func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options) (*Queue, error) {
+	if opts.Schema == "" {
+		opts.Schema = sqlschema.Default
+	}
+	if err := sqlschema.Check(opts.Schema); err != nil {
+		return nil, err
+	}
+	if opts.MaxWork <= 0 {
+		opts.MaxWork = DefaultMaxWork
+	}
+	if opts.DeadMan <= 0 {
+		opts.DeadMan = DefaultDeadMan
+	}
+	opts.DeadMan = max(opts.DeadMan, time.Second)
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.Retry == nil {
+		opts.Retry = DefaultRetry
+	}
+	if opts.Owner == uuid.Nil {
+		opts.Owner = uuid.New()
+	}
+	if opts.Reserve <= 0 {
+		opts.Reserve = DefaultReserve
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	def, err := seriesdb.Get(ctx, pool, opts.Schema, grid.Name(), grid.Interval())
+	if err != nil {
+		return nil, err
+	}
+	if def.Grid.Location().String() != grid.Location().String() || !def.Grid.Origin().Equal(grid.Origin()) {
+		return nil, fmt.Errorf("%w: %s is registered as %s", seriesdb.ErrConflict, grid, def.Grid)
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = def.MaxAttempts
+	}
+	held, err := budgetFor(pool, opts.Reserve)
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{
+		pool: pool, grid: def.Grid, name: grid.Name(), interval: grid.Interval().String(),
+		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst),
+		from: opts.From, to: opts.To,
+	}
+	if q.from.IsZero() {
+		q.from = slot.MinTime
+	}
+	if q.to.IsZero() {
+		q.to = slot.MaxTime
+	}
+	return q, nil
+}
+
+// Series returns the queue's series grid.
+func (q *Queue) Series() slot.Series { return q.grid }
+
+// Owner returns the owner id written on this queue's leases.
+func (q *Queue) Owner() uuid.UUID { return q.opts.Owner }
+
+// budget limits how many connections of one pool locked mode holds at once.
+type budget struct {
+	slots chan struct{}
+}
+
+var budgets sync.Map // *pgxpool.Pool → *budget
+
+func budgetFor(pool *pgxpool.Pool, reserve int) (*budget, error) {
+	if b, ok := budgets.Load(pool); ok {
+		return b.(*budget), nil
+	}
+	size := int(pool.Config().MaxConns) - reserve
+	if size < 1 {
+		return nil, fmt.Errorf("%w: MaxConns is %d and %d connections are reserved for finishing work; raise pool_max_conns to at least %d",
+			ErrPoolTooSmall, pool.Config().MaxConns, reserve, reserve+1)
+	}
+	b, _ := budgets.LoadOrStore(pool, &budget{slots: make(chan struct{}, size)})
+	return b.(*budget), nil
+}
+
+func (b *budget) acquire(ctx context.Context) error {
+	select {
+	case b.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *budget) release() { <-b.slots }

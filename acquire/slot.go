@@ -1,0 +1,48 @@
+package acquire
+
+import (
+	"encoding/json"
+
+	"github.com/almanacdev/almanac/slot"
+)
+
+// Slot is what a handler sees of the slot it holds.
+type Slot struct {
+	// Slot holds the bounds: Start, End (in the series' zone), Interval and
+	// the grid Index. Its String is the slot's text form.
+	slot.Slot
+	// Name is the series name.
+	Name string
+	// Fence is the fencing token of this acquisition: it grows with every
+	// acquisition of any slot and is never reused, even after a crash. Pass
+	// it to external systems so they can refuse writes from a holder that
+	// has since lost the slot (see the package documentation).
+	Fence int64
+	// Attempt numbers this acquisition since the slot was created or last
+	// re-opened: 1 for the first. In locked mode, an attempt whose worker
+	// died is not counted (it wrote nothing).
+	Attempt int
+	// FailCount is the number of failures since the last success or re-open.
+	FailCount int
+	// TookOver reports that this acquisition took the slot from a lease
+	// holder that expired or was ejected: that holder may have done part of
+	// the work, so black-boxed integrations must treat the outcome as
+	// uncertain. (A locked-mode holder that died wrote nothing and leaves no
+	// trace, so its successor does not see TookOver.)
+	TookOver bool
+	// Data is the checkpoint saved by earlier attempts (Snooze with data,
+	// Lease.Checkpoint), or nil. Resume from it instead of recomputing.
+	Data json.RawMessage
+	// Message is the last failure, skip or re-open reason recorded on the
+	// slot, or "".
+	Message string
+
+	heldFence int64 // the slot's fence before this acquisition
+}
+
+// Key returns "<name> <slot text>", e.g. "sensor_report 2026-03-01T00:00:00Z/PT5M":
+// a deterministic identifier of the slot, unique across series, for
+// idempotency keys. It is the same in every attempt; combine it with Fence
+// when each attempt needs its own identifier. The slot text has no spaces,
+// so the last space separates the two parts whatever the name holds.
+func (s Slot) Key() string { return s.Name + " " + s.Slot.String() }

@@ -1,0 +1,200 @@
+package acquire
+
+import (
+	"strings"
+
+	"github.com/almanacdev/almanac/internal/sqlschema"
+)
+
+// statements are the queue's SQL, rendered once for its schema and order.
+// Every statement is scoped to one series ($1 name, $2 interval) and relies
+// on the database clock only.
+type statements struct {
+	lockedBegin string
+	selectLocked,
+	finishLocked,
+	claim,
+	extend,
+	complete,
+	completeMany,
+	fail,
+	skip,
+	snooze,
+	release,
+	checkpoint,
+	eject,
+	failOutOfBand string
+}
+
+// candidates selects up to $3 acquirable slots of the series in [$4, $5)
+// and locks them, skipping rows other workers hold: first ACQUIRED slots
+// whose lease expired (their holder is presumed dead, and they have waited
+// longest), then AVAILABLE slots that are not in backoff, in slot order. The
+// status test sits in the statement that locks the row, so a slot completed
+// meanwhile is never acquired again: under READ COMMITTED the locked row is
+// re-checked against the WHERE clause. The second LIMIT subtracts what the
+// first found, so no extra row is locked: in locked mode a locked row stays
+// locked for the whole job.
+const candidates = `
+expired AS (
+    SELECT slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence
+    FROM {{schema}}.slot
+    WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND lease_until < clock_timestamp()
+      AND slot_start >= $4 AND slot_start < $5
+    ORDER BY lease_until
+    LIMIT $3
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+available AS (
+    SELECT slot_start, slot_end, attempts, fail_count, data, message, false AS took_over, fence AS held_fence
+    FROM {{schema}}.slot
+    WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
+      AND (not_before IS NULL OR not_before <= clock_timestamp())
+      AND slot_start >= $4 AND slot_start < $5
+    ORDER BY slot_start {{order}}
+    LIMIT $3 - (SELECT count(*) FROM expired)
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT * FROM expired UNION ALL SELECT * FROM available
+)`
+
+// notBefore turns a delay in microseconds into the next acquirable time on
+// the database clock: NULL for none, 'infinity' for a negative delay (the
+// slot is parked).
+const notBefore = `CASE WHEN %[1]s IS NULL THEN NULL
+        WHEN %[1]s < 0 THEN 'infinity'::timestamptz
+        ELSE clock_timestamp() + %[1]s * interval '1 microsecond' END`
+
+// guard is the fencing condition of every lease write: the slot is still
+// ours, with the token we were given.
+const guard = `name = $1 AND "interval" = $2 AND slot_start = $3 AND status = 'ACQUIRED' AND owner = $4 AND fence = $5`
+
+func renderStatements(schema string, newestFirst bool) statements {
+	order := "ASC"
+	if newestFirst {
+		order = "DESC"
+	}
+	r := func(sql string) string {
+		sql = strings.ReplaceAll(sql, "{{candidates}}", candidates)
+		sql = strings.ReplaceAll(sql, "{{order}}", order)
+		sql = strings.ReplaceAll(sql, "{{not_before}}", notBefore)
+		sql = strings.ReplaceAll(sql, "{{guard}}", guard)
+		sql = strings.ReplaceAll(sql, "%[1]s", "v.delay_us")
+		return sqlschema.Render(sql, schema)
+	}
+	return statements{
+		// One round trip sets everything the transaction relies on, whatever
+		// the role's defaults: READ COMMITTED (the status re-check above
+		// depends on it), no statement or lock timeout on the handler's work
+		// (MaxWork bounds it), the dead-man switch, and server-side TCP
+		// settings that notice a vanished client host.
+		lockedBegin: `BEGIN ISOLATION LEVEL READ COMMITTED;
+SET LOCAL statement_timeout = 0;
+SET LOCAL lock_timeout = 0;
+SET LOCAL idle_in_transaction_session_timeout = %d;
+SET LOCAL tcp_keepalives_idle = %d;
+SET LOCAL tcp_keepalives_interval = %d;
+SET LOCAL tcp_keepalives_count = 3;
+SET LOCAL tcp_user_timeout = %d`,
+
+		selectLocked: r(`WITH {{candidates}}
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), held_fence
+FROM picked ORDER BY slot_start {{order}}`),
+
+		// The one write of a locked-mode run: every outcome of the batch in
+		// one statement, values computed by the worker from the locked rows
+		// except the clock-based ones.
+		finishLocked: r(`UPDATE {{schema}}.slot AS s SET
+    status = v.status, fence = v.fence, attempts = v.attempts, fail_count = v.fail_count,
+    message = v.message, owner = NULL, lease_until = NULL,
+    not_before = {{not_before}},
+    data = coalesce(v.data, s.data),
+    completed_at = CASE WHEN v.status = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
+    updated_at = clock_timestamp()
+FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::jsonb[])
+    AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data)
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start`),
+
+		claim: r(`WITH {{candidates}}
+UPDATE {{schema}}.slot AS s SET
+    status = 'ACQUIRED', owner = $6, fence = nextval('{{schema}}.fence_seq'),
+    lease_until = clock_timestamp() + $7 * interval '1 microsecond',
+    attempts = s.attempts + 1, updated_at = clock_timestamp()
+FROM picked AS p
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = p.slot_start
+RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, p.took_over, s.fence, s.lease_until`),
+
+		extend: r(`UPDATE {{schema}}.slot AS s SET lease_until = clock_timestamp() + $5 * interval '1 microsecond'
+FROM unnest($3::timestamptz[], $6::bigint[]) AS v(slot_start, fence)
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start
+  AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
+RETURNING s.slot_start, s.lease_until`),
+
+		complete: r(`UPDATE {{schema}}.slot SET
+    status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
+    message = NULL, completed_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE {{guard}}`),
+
+		completeMany: r(`UPDATE {{schema}}.slot AS s SET
+    status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
+    message = NULL, completed_at = clock_timestamp(), updated_at = clock_timestamp()
+FROM unnest($3::timestamptz[], $5::bigint[]) AS v(slot_start, fence)
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start
+  AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
+RETURNING s.slot_start`),
+
+		fail: r(`UPDATE {{schema}}.slot AS s SET
+    status = 'AVAILABLE', owner = NULL, lease_until = NULL, fail_count = $6, message = $7,
+    not_before = {{not_before}}, updated_at = clock_timestamp()
+FROM (SELECT $8::bigint AS delay_us) AS v
+WHERE {{guard}}`),
+
+		skip: r(`UPDATE {{schema}}.slot SET
+    status = 'SKIP', owner = NULL, lease_until = NULL, not_before = NULL, message = $6, updated_at = clock_timestamp()
+WHERE {{guard}}`),
+
+		snooze: r(`UPDATE {{schema}}.slot AS s SET
+    status = 'AVAILABLE', owner = NULL, lease_until = NULL, data = coalesce($7, s.data),
+    not_before = {{not_before}}, updated_at = clock_timestamp()
+FROM (SELECT $6::bigint AS delay_us) AS v
+WHERE {{guard}}`),
+
+		release: r(`UPDATE {{schema}}.slot SET
+    status = 'AVAILABLE', owner = NULL, lease_until = NULL, updated_at = clock_timestamp()
+WHERE {{guard}}`),
+
+		checkpoint: r(`UPDATE {{schema}}.slot SET data = $6, updated_at = clock_timestamp() WHERE {{guard}}`),
+
+		// Ejection takes a held (or acquirable) slot now, whoever holds it.
+		// NOWAIT: a slot locked by a locked-mode transaction cannot be taken
+		// from it, and waiting for that transaction would defeat the point.
+		// A locked-mode failure recorded after its transaction died (see
+		// recordTimeouts): only if the slot is as that transaction found it.
+		// It waits for the row lock (under a short lock_timeout) because
+		// the dead transaction's backend may take a moment to release it.
+		failOutOfBand: r(`WITH target AS (
+    SELECT slot_start FROM {{schema}}.slot
+    WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND fence = $4 AND status IN ('AVAILABLE', 'ACQUIRED')
+    FOR NO KEY UPDATE
+)
+UPDATE {{schema}}.slot AS s SET
+    status = 'AVAILABLE', owner = NULL, lease_until = NULL, fence = $5, attempts = $6, fail_count = $7,
+    message = $8, not_before = {{not_before}}, updated_at = clock_timestamp()
+FROM target AS t, (SELECT $9::bigint AS delay_us) AS v
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start`),
+
+		eject: r(`WITH target AS (
+    SELECT slot_start, status = 'ACQUIRED' AS took_over FROM {{schema}}.slot
+    WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND status IN ('AVAILABLE', 'ACQUIRED')
+    FOR NO KEY UPDATE NOWAIT
+)
+UPDATE {{schema}}.slot AS s SET
+    status = 'ACQUIRED', owner = $4, fence = nextval('{{schema}}.fence_seq'),
+    lease_until = clock_timestamp() + $5 * interval '1 microsecond',
+    attempts = s.attempts + 1, not_before = NULL, updated_at = clock_timestamp()
+FROM target AS t
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
+RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, t.took_over, s.fence, s.lease_until`),
+	}
+}
