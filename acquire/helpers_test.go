@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // materialized from 2026-01-01T00:00Z, and an effects table handlers write
 // to.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	db     *pgtest.DB
 	grid   slot.Series
 	from   time.Time
@@ -29,7 +29,7 @@ type fixture struct {
 	schema string
 }
 
-func newFixture(t *testing.T, n int) *fixture {
+func newFixture(t testing.TB, n int) *fixture {
 	t.Helper()
 	db := pgtest.New(t)
 	grid, err := slot.NewSeries("report", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})

@@ -371,3 +371,38 @@ func TestEveryModeAtOnce(t *testing.T) {
 		require.Positive(t, handled[mode].Load(), "mode %d took part", mode)
 	}
 }
+
+// TestCompleterBatches: 50 holders completing at once are written together,
+// and a lost lease among them gets ErrLeaseLost without harming the others.
+func TestCompleterBatches(t *testing.T) {
+	f := newFixture(t, 50)
+	ctx := context.Background()
+	q := f.queue(Options{})
+	leases, err := q.Claim(ctx, 50)
+	require.NoError(t, err)
+	f.exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', owner = NULL, lease_until = NULL WHERE slot_start = $1`, leases[7].Start)
+	c := q.NewCompleter(50, time.Hour) // only a full batch can flush before the test times out
+	defer c.Close()
+	errs := make([]error, len(leases))
+	var wg sync.WaitGroup
+	for i, l := range leases {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.Complete(ctx, l) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 7 {
+			require.ErrorIs(t, err, ErrLeaseLost)
+		} else {
+			require.NoError(t, err, "lease %d", i)
+		}
+	}
+	require.Equal(t, 49, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+
+	// A lone completion is written after the delay.
+	more, err := q.Claim(ctx, 1)
+	require.NoError(t, err)
+	quick := q.NewCompleter(100, 10*time.Millisecond)
+	defer quick.Close()
+	require.NoError(t, quick.Complete(ctx, more[0]))
+}

@@ -211,22 +211,40 @@ func TestLockedCancelledContext(t *testing.T) {
 }
 
 // TestLockedMaxWork: a handler that overruns MaxWork fails with a clear
-// message and its writes are rolled back.
+// message and its writes are rolled back, whether cancelling its statement
+// keeps the connection (ConfigurePool) or closes it (pgx's default).
 func TestLockedMaxWork(t *testing.T) {
-	f := newFixture(t, 1)
-	res, _, err := f.queue(Options{MaxWork: 200 * time.Millisecond, Retry: fixedRetry(time.Minute)}).Run(context.Background(),
-		func(ctx context.Context, tx pgx.Tx, s Slot) error {
-			if err := writeEffect(ctx, tx, f.schema, s, "locked"); err != nil {
-				return err
+	for _, configured := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ConfigurePool=%v", configured), func(t *testing.T) {
+			f := newFixture(t, 1)
+			cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+			require.NoError(t, err)
+			if configured {
+				ConfigurePool(cfg)
 			}
-			_, err := tx.Exec(ctx, "SELECT pg_sleep(5)")
-			return err
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			require.NoError(t, err)
+			defer pool.Close()
+			q := f.queueOn(pool, Options{MaxWork: 200 * time.Millisecond, Retry: fixedRetry(time.Minute)})
+			res, _, err := q.Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
+				if err := writeEffect(ctx, tx, f.schema, s, "locked"); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "SELECT pg_sleep(5)")
+				return err
+			})
+			require.NoError(t, err)
+			require.Equal(t, Failed, res.Outcome)
+			require.Contains(t, res.Err.Error(), "MaxWork")
+			r := f.row(f.slotStart(0))
+			require.Contains(t, *r.Message, "MaxWork")
+			require.Equal(t, 1, r.FailCount)
+			require.Equal(t, 1, r.Attempts)
+			require.Equal(t, res.Slot.Fence, r.Fence)
+			require.InDelta(t, time.Minute.Seconds(), r.FromNow.Seconds(), 5)
+			require.Zero(t, f.count(`SELECT count(*) FROM {{schema}}.effect`))
 		})
-	require.NoError(t, err)
-	require.Equal(t, Failed, res.Outcome)
-	require.Contains(t, res.Err.Error(), "MaxWork")
-	require.Contains(t, *f.row(f.slotStart(0)).Message, "MaxWork")
-	require.Zero(t, f.count(`SELECT count(*) FROM {{schema}}.effect`))
+	}
 }
 
 // TestLockedBackendTerminated: a holder whose backend is killed mid-handler

@@ -1,0 +1,91 @@
+package acquire
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/pgtest"
+)
+
+// benchWorkers is the concurrency of the benchmarks, as in DESIGN.md's bars.
+const benchWorkers = 8
+
+// benchmarkMode materializes b.N slots, then lets benchWorkers goroutines
+// drain them with step, which returns how many slots it handled, and
+// reports slots per second.
+func benchmarkMode(b *testing.B, step func(ctx context.Context, q *Queue) (int, error)) {
+	f := newFixture(b, b.N)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(b))
+	require.NoError(b, err)
+	cfg.MaxConns = benchWorkers + DefaultReserve + 2
+	ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(b, err)
+	defer pool.Close()
+	q := f.queueOn(pool, Options{})
+	_, err = pool.Exec(context.Background(), "VACUUM ANALYZE "+f.schema+".slot")
+	require.NoError(b, err)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range benchWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n, err := step(ctx, q)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "slots/s")
+	require.Equal(b, b.N, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+}
+
+func noop(context.Context, pgx.Tx, Slot) error { return nil }
+
+// BenchmarkLocked: locked mode, one slot per transaction, no-op handler.
+func BenchmarkLocked(b *testing.B) {
+	benchmarkMode(b, func(ctx context.Context, q *Queue) (int, error) {
+		_, ok, err := q.Run(ctx, noop)
+		if ok {
+			return 1, err
+		}
+		return 0, err
+	})
+}
+
+// BenchmarkLockedBatch: batched locked mode, 100 slots per transaction.
+func BenchmarkLockedBatch(b *testing.B) {
+	benchmarkMode(b, func(ctx context.Context, q *Queue) (int, error) {
+		results, err := q.RunBatch(ctx, 100, noop)
+		return len(results), err
+	})
+}
+
+// BenchmarkLease: lease mode, claims and completions of 100 at a time.
+func BenchmarkLease(b *testing.B) {
+	benchmarkMode(b, func(ctx context.Context, q *Queue) (int, error) {
+		leases, err := q.Claim(ctx, 100)
+		if err != nil || len(leases) == 0 {
+			return 0, err
+		}
+		_, err = q.CompleteMany(ctx, leases)
+		return len(leases), err
+	})
+}
