@@ -1,0 +1,213 @@
+package coverage
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/almanacdev/almanac/internal/wake"
+	"github.com/almanacdev/almanac/slot"
+)
+
+// ProgressFunc is told, after each chunk of an operation, how many of the
+// range's slots have been dealt with so far and how many the range holds.
+// It runs on the caller's goroutine and should return quickly.
+type ProgressFunc func(done, total int64)
+
+// MaterializeOptions tune Materialize. The zero value inserts.
+type MaterializeOptions struct {
+	// DryRun finds what is missing and reports it as Inserted without
+	// writing anything.
+	DryRun bool
+	// SkipReason, if set, inserts the missing slots as SKIP with this
+	// message instead of AVAILABLE, and wakes no one: a catch-up policy that
+	// gives up on slots missed during downtime keeps the hole visible this
+	// way. Existing slots are left alone as always (see Client.Skip to skip
+	// those too).
+	SkipReason string
+	// Progress, if set, is called after each chunk.
+	Progress ProgressFunc
+}
+
+// MaterializeResult says what Materialize did.
+type MaterializeResult struct {
+	// Slots is the number of slots in the range.
+	Slots int64
+	// Inserted is the number of slots this call inserted (with DryRun, would
+	// insert). Slots - Inserted already existed, or were inserted by a
+	// concurrent call.
+	Inserted int64
+}
+
+// Materialize inserts every missing slot of [from, to) as AVAILABLE, with
+// the grid's bounds, and wakes idle workers once if it inserted any.
+//
+// It finds the gaps first and inserts only those (re-inserting a million
+// existing rows with ON CONFLICT DO NOTHING costs seconds), in transactions
+// of at most Options.ChunkSize slots. Each chunk takes a per-series advisory
+// lock and re-counts its slots under it, so any number of processes may
+// materialize overlapping ranges at once: every slot is inserted exactly
+// once, without errors, and no one waits on a row a worker holds. Rows are
+// never changed, whatever their state.
+//
+// Materialize is idempotent. If it fails midway, the chunks committed so far
+// stay, and running it again inserts the rest. A new range is found fastest
+// by Gaps once vacuumed; autovacuum does that after large inserts, or run
+// VACUUM on the slot table yourself after a big backfill.
+func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts MaterializeOptions) (MaterializeResult, error) {
+	from, to, total, err := c.checkRange(from, to)
+	if err != nil {
+		return MaterializeResult{}, err
+	}
+	res := MaterializeResult{Slots: total}
+	status, message := StatusAvailable, (*string)(nil)
+	if opts.SkipReason != "" {
+		status, message = StatusSkip, &opts.SkipReason
+	}
+	b := c.newBatch()
+	flush := func(last bool) error {
+		n, err := c.insertBatch(ctx, &b, status, message, last && status == StatusAvailable, res.Inserted)
+		res.Inserted += n
+		if err == nil && opts.Progress != nil {
+			done, _ := c.grid.Count(from, b.runs[len(b.runs)-1].hi)
+			opts.Progress(done, total)
+		}
+		b.reset()
+		return err
+	}
+	for g, err := range c.Gaps(ctx, from, to) {
+		if err != nil {
+			return res, err
+		}
+		if opts.DryRun {
+			res.Inserted += g.Slots
+			continue
+		}
+		for sl := range c.grid.Slots(g.Start, g.End) {
+			if b.len() == c.chunk {
+				if err := flush(false); err != nil {
+					return res, err
+				}
+			}
+			b.add(sl)
+		}
+	}
+	if b.len() > 0 {
+		return res, flush(true)
+	}
+	if opts.Progress != nil {
+		opts.Progress(total, total)
+	}
+	return res, nil
+}
+
+// batch is one chunk of slots to insert: the runs of consecutive slots it is
+// made of, by which it is re-counted under the lock, and, unless the
+// database computes them (see Client.runsInSQL), every slot's bounds.
+type batch struct {
+	runs         []part
+	starts, ends []time.Time
+	n            int64
+	bounds       bool
+}
+
+func (b *batch) len() int64 { return b.n }
+
+func (b *batch) add(sl slot.Slot) {
+	b.n++
+	if b.bounds {
+		b.starts, b.ends = append(b.starts, sl.Start), append(b.ends, sl.End)
+	}
+	if n := len(b.runs); n > 0 && b.runs[n-1].hi.Equal(sl.Start) {
+		b.runs[n-1].hi = sl.End
+		b.runs[n-1].want++
+		return
+	}
+	b.runs = append(b.runs, part{sl.Start, sl.End, 1})
+}
+
+func (b *batch) reset() {
+	b.starts, b.ends, b.runs, b.n = b.starts[:0], b.ends[:0], b.runs[:0], 0
+}
+
+// insertBatch inserts the slots of b that are still missing, with status
+// and message, in one transaction holding the series' writer lock, and
+// returns how many it inserted. When notify is set it also wakes workers if
+// this or an earlier chunk of the call (earlier of them) inserted slots.
+func (c *Client) insertBatch(ctx context.Context, b *batch, status string, message *string, notify bool, earlier int64) (int64, error) {
+	var inserted int64
+	err := withConflictRetry(func(ignoreConflicts bool) error {
+		return c.inTx(ctx, writeSettings, false, func(tx pgx.Tx) error {
+			if err := c.lockSeries(ctx, tx); err != nil {
+				return err
+			}
+			n, err := c.insertMissing(ctx, tx, b, status, message, ignoreConflicts)
+			if err != nil {
+				return err
+			}
+			inserted = n
+			if notify && earlier+n > 0 {
+				return wake.Notify(ctx, tx, c.schema, wake.Event{Name: c.name, Interval: c.interval, Reason: "materialize"})
+			}
+			return nil
+		})
+	})
+	return inserted, err
+}
+
+// withConflictRetry runs fn, and runs it again tolerating existing rows if
+// it failed on a duplicate key: a writer that does not take the series lock
+// (another tool) inserted some of the same slots meanwhile.
+func withConflictRetry(fn func(ignoreConflicts bool) error) error {
+	err := fn(false)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return fn(true)
+	}
+	return err
+}
+
+// insertMissing inserts the slots of b that have no row, in tx, which holds
+// the series' writer lock: the count it reads cannot change under it, except
+// by writers that ignore the lock.
+func (c *Client) insertMissing(ctx context.Context, tx pgx.Tx, b *batch, status string, message *string, ignoreConflicts bool) (int64, error) {
+	have, err := c.countParts(ctx, tx, b.runs)
+	if err != nil {
+		return 0, err
+	}
+	var existing int64
+	for _, n := range have {
+		existing += n
+	}
+	if existing >= b.len() {
+		return 0, nil
+	}
+	// Only when another call inserted part of this chunk (rare) is the
+	// slower conflict check worth paying.
+	ignore := existing > 0 || ignoreConflicts
+	var tag pgconn.CommandTag
+	if b.bounds {
+		sql := c.sql.insertSlots
+		if ignore {
+			sql = c.sql.insertSlotsOrIgnore
+		}
+		tag, err = tx.Exec(ctx, sql, c.name, c.interval, b.starts, b.ends, status, message)
+	} else {
+		sql := c.sql.insertRuns
+		if ignore {
+			sql = c.sql.insertRunsOrIgnore
+		}
+		lo, n := make([]time.Time, len(b.runs)), make([]int64, len(b.runs))
+		for i, r := range b.runs {
+			lo[i], n[i] = r.lo, r.want
+		}
+		tag, err = tx.Exec(ctx, sql, c.name, c.interval, lo, n, status, message, c.grid.Interval().Clock().Microseconds())
+	}
+	return tag.RowsAffected(), err
+}
+
+// newBatch returns an empty batch for this client's series.
+func (c *Client) newBatch() batch { return batch{bounds: !c.runsInSQL} }

@@ -1,0 +1,68 @@
+package coverage
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/almanacdev/almanac/internal/wake"
+)
+
+// RetryOptions tune Retry. The zero value retries.
+type RetryOptions struct {
+	// DryRun reports what would be retried, and changes nothing.
+	DryRun bool
+	// Progress, if set, is called after each chunk.
+	Progress ProgressFunc
+}
+
+// RetryResult says what Retry did.
+type RetryResult struct {
+	// Retried is the number of slots whose backoff was cleared (with DryRun,
+	// would be), parked ones included.
+	Retried int64
+	// Unparked is how many of them were parked.
+	Unparked int64
+	// Held lists, in slot order, the slots to retry that another transaction
+	// had locked, and which were left alone.
+	Held []Held
+}
+
+// Retry makes the slots of [from, to) that wait for a retry acquirable now,
+// and wakes idle workers once if there were any: slots in backoff (AVAILABLE
+// with not_before in the future, by the database clock) and parked slots
+// (not_before 'infinity'). Their not_before is cleared and their message
+// kept; parked slots also get fail_count 0, so the retry policy starts
+// afresh. Locked rows are skipped, never waited for, and listed in Held.
+//
+// Like Reopen, it works in chunks and notifies in the last chunk's
+// transaction.
+func (c *Client) Retry(ctx context.Context, from, to time.Time, opts RetryOptions) (RetryResult, error) {
+	from, to, total, err := c.checkRange(from, to)
+	if err != nil {
+		return RetryResult{}, err
+	}
+	sql := c.sql.retry
+	if opts.DryRun {
+		sql = c.sql.retryDry
+	}
+	var res RetryResult
+	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
+		return c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
+			var n, unparked int64
+			var h heldScan
+			if err := scanRow(tx.QueryRow(ctx, sql, c.name, c.interval, p.lo, p.hi), &h, &n, &unparked); err != nil {
+				return err
+			}
+			res.Retried += n
+			res.Unparked += unparked
+			res.Held = h.appendTo(res.Held, c.grid.Location())
+			if last && !opts.DryRun && res.Retried > 0 {
+				return wake.Notify(ctx, tx, c.schema, wake.Event{Name: c.name, Interval: c.interval, Reason: "retry"})
+			}
+			return nil
+		})
+	})
+	return res, err
+}

@@ -1,0 +1,123 @@
+package coverage
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Counts are the stored slots of a range by state.
+type Counts struct {
+	// Complete and Skip count the finished slots.
+	Complete, Skip int64
+	// Available counts the slots acquirable now: AVAILABLE, neither in
+	// backoff nor parked. It includes the slots locked-mode workers are
+	// working on, which stay AVAILABLE until they finish: a row lock is
+	// invisible to a read that does not try to take it.
+	Available int64
+	// Backoff counts AVAILABLE slots that failed and wait for a retry
+	// (not_before in the future, by the database clock); Parked those that
+	// gave up (not_before 'infinity').
+	Backoff, Parked int64
+	// Acquired counts the slots held under a lease, LeaseExpired those of
+	// them whose lease ran out (their holder is gone or late; any worker may
+	// take them over).
+	Acquired, LeaseExpired int64
+	// OldestOpen is the start of the first slot not finished (AVAILABLE or
+	// ACQUIRED), zero if none.
+	OldestOpen time.Time
+	// LastCompleted is the latest completion time of the range's COMPLETE
+	// slots, zero if none.
+	LastCompleted time.Time
+}
+
+// Counts returns the stored slots of [from, to) by state, read in one
+// statement. It reads every row of the range. Errors for an invalid range
+// wrap slot.ErrInvalid.
+func (c *Client) Counts(ctx context.Context, from, to time.Time) (Counts, error) {
+	from, to, _, err := c.checkRange(from, to)
+	if err != nil {
+		return Counts{}, err
+	}
+	var n Counts
+	var oldest, last pgtype.Timestamptz
+	err = c.db.QueryRow(ctx, c.sql.counts, c.name, c.interval, from, to).Scan(
+		&n.Complete, &n.Skip, &n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &oldest, &last)
+	if err != nil {
+		return Counts{}, err
+	}
+	n.OldestOpen, n.LastCompleted = c.inZone(oldest), c.inZone(last)
+	return n, nil
+}
+
+// Status summarizes the coverage of a range.
+type Status struct {
+	// From and To are the range, Slots the number of slots its grid holds.
+	From, To time.Time
+	Slots    int64
+	Counts
+	// Missing is the number of slots without a row, in Gaps maximal runs;
+	// FirstMissing is the start of the first, zero if none.
+	Missing, Gaps int64
+	FirstMissing  time.Time
+}
+
+// Covered returns the percentage of the range's slots that are finished
+// (COMPLETE or SKIP), 100 for an empty range.
+func (s Status) Covered() float64 {
+	if s.Slots == 0 {
+		return 100
+	}
+	return float64(s.Complete+s.Skip) * 100 / float64(s.Slots)
+}
+
+// Status summarizes [from, to): the slots by state (Counts), the missing
+// ones (Gaps) and the share finished. Errors for an invalid range wrap
+// slot.ErrInvalid.
+func (c *Client) Status(ctx context.Context, from, to time.Time) (Status, error) {
+	from, to, total, err := c.checkRange(from, to)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{From: from.In(c.grid.Location()), To: to.In(c.grid.Location()), Slots: total}
+	if st.Counts, err = c.Counts(ctx, from, to); err != nil {
+		return Status{}, err
+	}
+	for g, err := range c.Gaps(ctx, from, to) {
+		if err != nil {
+			return Status{}, err
+		}
+		if st.Gaps == 0 {
+			st.FirstMissing = g.Start
+		}
+		st.Gaps++
+		st.Missing += g.Slots
+	}
+	return st, nil
+}
+
+// Extent returns the range from the first stored slot's start to the last
+// one's end on the grid; ok is false when the series has no slots.
+func (c *Client) Extent(ctx context.Context) (from, to time.Time, ok bool, err error) {
+	var first, last pgtype.Timestamptz
+	if err := c.db.QueryRow(ctx, c.sql.extent, c.name, c.interval).Scan(&first, &last); err != nil {
+		return time.Time{}, time.Time{}, false, err
+	}
+	if !first.Valid {
+		return time.Time{}, time.Time{}, false, nil
+	}
+	end, err := c.grid.Floor(last.Time)
+	if err != nil {
+		return time.Time{}, time.Time{}, false, err
+	}
+	return first.Time.In(c.grid.Location()), end.End, true, nil
+}
+
+// inZone returns a nullable timestamp in the series' zone, zero for NULL.
+func (c *Client) inZone(t pgtype.Timestamptz) time.Time {
+	if !t.Valid || t.InfinityModifier != pgtype.Finite {
+		return time.Time{}
+	}
+	return t.Time.In(c.grid.Location())
+}
