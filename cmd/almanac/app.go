@@ -80,8 +80,9 @@ type app struct {
 	// started is set once a command's own code runs. An error before that
 	// comes from parsing the command line (unknown command, bad flag, wrong
 	// number of arguments): a usage error.
-	started bool
-	pool    *pgxpool.Pool
+	started  bool
+	pool     *pgxpool.Pool
+	poolSize int32 // connections the command needs; at least 8
 }
 
 // run executes the CLI with args and returns the process exit code.
@@ -142,7 +143,8 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+migrations.DefaultSchema+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
-	root.AddCommand(a.migrateCommand(), a.seriesCommand())
+	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
+		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand())
 	return root
 }
 

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/progress"
+	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/slot"
+)
+
+// defaultMaxSlots is the default of --max-slots: a range larger than this
+// is almost always a typo (a year too many, PT1S for PT1H).
+const defaultMaxSlots = 10_000_000
+
+// rangeFlags are the flags of the coverage commands: the series' interval
+// and a range of it.
+type rangeFlags struct {
+	interval string
+	from, to string
+	maxSlots int64
+}
+
+func (f *rangeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M, P1D (required)")
+	cmd.Flags().StringVar(&f.from, "from", "", "start of the range: RFC 3339, or a local date/time in the series' zone")
+	cmd.Flags().StringVar(&f.to, "to", "", "end of the range, exclusive")
+	cmd.Flags().Int64Var(&f.maxSlots, "max-slots", defaultMaxSlots, "refuse ranges holding more slots than this")
+}
+
+// rangeHelp is the shared part of the coverage commands' help.
+const rangeHelp = `Times are RFC 3339 (2026-03-01T00:00:00Z, 2026-03-29T00:00:00+01:00) or a local
+date or date and time read in the series' zone (2026-03-01, 2026-03-01T06:00).
+The range [--from, --to) holds the slots whose start lies in it; ranges of more
+than --max-slots slots are refused.`
+
+// check validates the command line before anything connects: name,
+// interval, and the syntax of the times (read in UTC; the series' zone is
+// only known from the database). Every error is a usage error naming the
+// bad value.
+func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
+	if err := slot.CheckName(name); err != nil {
+		return slot.Interval{}, usageError(err)
+	}
+	if f.interval == "" {
+		return slot.Interval{}, usagef("--interval is required, e.g. --interval PT5M")
+	}
+	iv, err := slot.ParseInterval(f.interval)
+	if err != nil {
+		return slot.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
+	}
+	if needRange && (f.from == "" || f.to == "") {
+		return slot.Interval{}, usagef("--from and --to are required, e.g. --from 2026-03-01 --to 2026-03-02")
+	}
+	if (f.from == "") != (f.to == "") {
+		return slot.Interval{}, usagef("give both --from and --to, or neither")
+	}
+	if f.maxSlots <= 0 {
+		return slot.Interval{}, usagef("--max-slots %d: expected a positive number", f.maxSlots)
+	}
+	for _, t := range []struct{ flag, text string }{{"--from", f.from}, {"--to", f.to}} {
+		if t.text == "" {
+			continue
+		}
+		if _, err := slot.ParseTime(t.text, time.UTC); err != nil {
+			return slot.Interval{}, usageError(fmt.Errorf("%s: %w", t.flag, err))
+		}
+	}
+	return iv, nil
+}
+
+// resolve reads the range in the series' zone and checks it: not reversed,
+// at most --max-slots slots.
+func (f *rangeFlags) resolve(grid slot.Series) (from, to time.Time, err error) {
+	if from, err = slot.ParseTime(f.from, grid.Location()); err != nil {
+		return from, to, usageError(fmt.Errorf("--from: %w", err))
+	}
+	if to, err = slot.ParseTime(f.to, grid.Location()); err != nil {
+		return from, to, usageError(fmt.Errorf("--to: %w", err))
+	}
+	return from, to, f.checkSize(grid, from, to)
+}
+
+func (f *rangeFlags) checkSize(grid slot.Series, from, to time.Time) error {
+	n, err := grid.CheckRange(from, to, f.maxSlots)
+	if errors.Is(err, slot.ErrTooManySlots) {
+		return usageError(fmt.Errorf("%w; raise --max-slots to %d to allow it", err, n))
+	}
+	if err != nil {
+		return usageError(err)
+	}
+	return nil
+}
+
+// openCoverage connects, loads the series and returns a client for it. An
+// unknown series is bad input (exit 2), like any other name that does not
+// exist.
+func (a *app) openCoverage(ctx context.Context, name string, iv slot.Interval) (*coverage.Client, error) {
+	pool, err := a.connectMigrated(ctx)
+	if err != nil {
+		return nil, err
+	}
+	def, err := seriesdb.Get(ctx, pool, a.schema, name, iv)
+	if errors.Is(err, seriesdb.ErrNotFound) {
+		return nil, usageError(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return coverage.New(ctx, pool, def.Grid, coverage.Options{Schema: a.schema})
+}
+
+// progressBar returns the progress callback of an operation, and a function
+// that clears the bar before output: a bar only on a terminal, never with
+// --json.
+func (a *app) progressBar(label string) (coverage.ProgressFunc, func()) {
+	bar := progress.ForTerminal(a.stderr, label, !a.json)
+	if bar == nil {
+		return nil, func() {}
+	}
+	return bar.Set, bar.Clear
+}
+
+// rangeJSON is the machine form of the series and range a command worked on.
+type rangeJSON struct {
+	Name     string `json:"name"`
+	Interval string `json:"interval"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+}
+
+func toRangeJSON(grid slot.Series, from, to time.Time) rangeJSON {
+	return rangeJSON{Name: grid.Name(), Interval: grid.Interval().String(),
+		From: formatIn(grid, from), To: formatIn(grid, to)}
+}
+
+// formatIn prints t in the series' zone, the form slot texts use.
+func formatIn(grid slot.Series, t time.Time) string { return slot.FormatTime(t.In(grid.Location())) }
+
+// optionalTime prints t in the series' zone, or null when zero.
+func optionalTime(grid slot.Series, t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := formatIn(grid, t)
+	return &s
+}
+
+func describeRange(grid slot.Series, from, to time.Time) string {
+	return fmt.Sprintf("%s %s in [%s, %s)", grid.Name(), grid.Interval(), formatIn(grid, from), formatIn(grid, to))
+}
+
+// heldJSON is the machine form of a slot left alone because it is held.
+type heldJSON struct {
+	Slot       string  `json:"slot"`
+	Start      string  `json:"start"`
+	End        string  `json:"end"`
+	Status     string  `json:"status"`
+	Locked     bool    `json:"locked"`
+	Owner      string  `json:"owner,omitempty"`
+	LeaseUntil *string `json:"lease_until,omitempty"`
+}
+
+func toHeldJSON(grid slot.Series, held []coverage.Held) []heldJSON {
+	out := make([]heldJSON, len(held))
+	for i, h := range held {
+		out[i] = heldJSON{
+			Slot: formatIn(grid, h.Start) + "/" + grid.Interval().String(), Start: formatIn(grid, h.Start), End: formatIn(grid, h.End),
+			Status: h.Status, Locked: h.Locked, Owner: h.Owner, LeaseUntil: optionalTime(grid, h.LeaseUntil),
+		}
+	}
+	return out
+}
+
+// printHeld lists held slots as a table, after a line saying why they were
+// left alone.
+func printHeld(w io.Writer, grid slot.Series, held []coverage.Held) error {
+	if len(held) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "%d slot(s) in flight were left alone:\n", len(held))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tSTATUS\tHELD BY")
+	for _, h := range toHeldJSON(grid, held) {
+		by := "a row lock (locked-mode worker)"
+		if !h.Locked {
+			by = "lease of " + h.Owner
+			if h.LeaseUntil != nil {
+				by += " until " + *h.LeaseUntil
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", h.Slot, h.Status, by)
+	}
+	return tw.Flush()
+}
+
+// parseStates reads --states: a comma-separated list of statuses.
+func parseStates(text string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(text, ",") {
+		s = strings.ToUpper(strings.TrimSpace(s))
+		if s != coverage.StatusComplete && s != coverage.StatusSkip {
+			return nil, usagef("--states %q: expected COMPLETE, SKIP or COMPLETE,SKIP", text)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+type gapJSON struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+	Slots int64  `json:"slots"`
+}
+
+// notCompleteJSON counts the stored slots that are not COMPLETE, by state.
+type notCompleteJSON struct {
+	Available int64 `json:"available"`
+	Backoff   int64 `json:"backoff"`
+	Parked    int64 `json:"parked"`
+	Acquired  int64 `json:"acquired"`
+	Skip      int64 `json:"skip"`
+}
+
+type gapsResult struct {
+	rangeJSON
+	Slots       int64           `json:"slots"`
+	Missing     int64           `json:"missing"`
+	Gaps        []gapJSON       `json:"gaps"`
+	NotComplete notCompleteJSON `json:"not_complete"`
+}
+
+func (a *app) gapsCommand() *cobra.Command {
+	var rf rangeFlags
+	var failOnGaps bool
+	cmd := &cobra.Command{
+		Use:   "gaps NAME --interval P --from T --to T [--fail-on-gaps]",
+		Short: "List the missing slots of a range, as maximal runs, and the slots not complete",
+		Long: `List the slots of [--from, --to) that have no row, as maximal runs (a gap of
+24 PT5M slots is one line), then count the slots that exist but are not
+COMPLETE, by state. With --fail-on-gaps the command exits 1 when a slot is
+missing, for monitoring.
+
+` + rangeHelp,
+		Example: `  almanac gaps sensor_report --interval PT5M --from 2026-03-01 --to 2026-03-02
+  almanac gaps billing --interval P1D --from 2026-01-01 --to 2027-01-01 --fail-on-gaps --json`,
+		Args: exactArgs(1, "one series NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			iv, err := rf.check(args[0], true)
+			if err != nil {
+				return err
+			}
+			c, err := a.openCoverage(ctx, args[0], iv)
+			if err != nil {
+				return err
+			}
+			grid := c.Series()
+			from, to, err := rf.resolve(grid)
+			if err != nil {
+				return err
+			}
+			res := gapsResult{rangeJSON: toRangeJSON(grid, from, to), Gaps: []gapJSON{}}
+			res.Slots, _ = grid.Count(from, to)
+			for g, err := range c.Gaps(ctx, from, to) {
+				if err != nil {
+					return fmt.Errorf("gaps: %w", err)
+				}
+				res.Gaps = append(res.Gaps, gapJSON{formatIn(grid, g.Start), formatIn(grid, g.End), g.Slots})
+				res.Missing += g.Slots
+			}
+			n, err := c.Counts(ctx, from, to)
+			if err != nil {
+				return fmt.Errorf("gaps: %w", err)
+			}
+			res.NotComplete = notCompleteJSON{n.Available, n.Backoff, n.Parked, n.Acquired, n.Skip}
+			if err := a.printGaps(res, describeRange(grid, from, to)); err != nil {
+				return err
+			}
+			if failOnGaps && res.Missing > 0 {
+				return problemError(fmt.Errorf("%d slot(s) missing in %d gap(s) in %s", res.Missing, len(res.Gaps), describeRange(grid, from, to)))
+			}
+			return nil
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().BoolVar(&failOnGaps, "fail-on-gaps", false, "exit 1 when a slot is missing")
+	return cmd
+}
+
+func (a *app) printGaps(res gapsResult, what string) error {
+	if a.json {
+		return a.printJSON(res)
+	}
+	if len(res.Gaps) == 0 {
+		fmt.Fprintf(a.stdout, "no gaps: all %d slots of %s exist\n", res.Slots, what)
+	} else {
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GAP START\tGAP END\tSLOTS")
+		for _, g := range res.Gaps {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Start, g.End, g.Slots)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "%d gap(s): %d of %d slots of %s missing\n", len(res.Gaps), res.Missing, res.Slots, what)
+	}
+	nc := res.NotComplete
+	fmt.Fprintf(a.stdout, "not complete: %d available, %d in backoff, %d parked, %d acquired, %d skipped\n",
+		nc.Available, nc.Backoff, nc.Parked, nc.Acquired, nc.Skip)
+	return nil
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac/coverage"
+)
+
+type reopenResult struct {
+	rangeJSON
+	DryRun   bool       `json:"dry_run"`
+	Reopened int64      `json:"reopened"`
+	Held     []heldJSON `json:"held"`
+}
+
+func (a *app) reopenCommand() *cobra.Command {
+	var rf rangeFlags
+	var reason, states string
+	var parked, dryRun bool
+	cmd := &cobra.Command{
+		Use:   "reopen NAME --interval P --from T --to T [--reason R] [--states S] [--parked] [--dry-run]",
+		Short: "Backfill: make the finished slots of a range AVAILABLE again",
+		Long: `Make the COMPLETE and SKIP slots of [--from, --to) AVAILABLE again, with the
+reason in their message, so workers redo them (late data arrived). Idle
+workers are woken at once. Slots in flight (acquired under a lease, or locked
+by a locked-mode worker) are left alone and listed. Missing slots are not
+created: see materialize.
+
+` + rangeHelp,
+		Example: `  almanac reopen billing --interval P1D --from 2026-03-10 --to 2026-03-11 --reason "late invoices"
+  almanac reopen sensor_report --interval PT5M --from 2026-03-01 --to 2026-03-02 --states SKIP --parked --dry-run`,
+		Args: exactArgs(1, "one series NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			iv, err := rf.check(args[0], true)
+			if err != nil {
+				return err
+			}
+			which, err := parseStates(states)
+			if err != nil {
+				return err
+			}
+			c, err := a.openCoverage(ctx, args[0], iv)
+			if err != nil {
+				return err
+			}
+			grid := c.Series()
+			from, to, err := rf.resolve(grid)
+			if err != nil {
+				return err
+			}
+			bar, clear := a.progressBar("reopen")
+			res, err := c.Reopen(ctx, from, to, coverage.ReopenOptions{Reason: reason, States: which, Parked: parked, DryRun: dryRun, Progress: bar})
+			clear()
+			if err != nil {
+				return fmt.Errorf("reopen: %w", err)
+			}
+			if a.json {
+				return a.printJSON(reopenResult{toRangeJSON(grid, from, to), dryRun, res.Reopened, toHeldJSON(grid, res.Held)})
+			}
+			verb := "reopened"
+			if dryRun {
+				verb = "dry run: would reopen"
+			}
+			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s\n", verb, res.Reopened, describeRange(grid, from, to))
+			return printHeld(a.stdout, grid, res.Held)
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().StringVar(&reason, "reason", coverage.DefaultReopenReason, "why, stored in the slots' message")
+	cmd.Flags().StringVar(&states, "states", "COMPLETE,SKIP", "which finished states to reopen: COMPLETE, SKIP or both")
+	cmd.Flags().BoolVar(&parked, "parked", false, "also reopen parked slots (they gave up after their maximum attempts)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be reopened; change nothing")
+	return cmd
+}

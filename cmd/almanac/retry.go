@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac/coverage"
+)
+
+type retryResult struct {
+	rangeJSON
+	DryRun   bool       `json:"dry_run"`
+	Retried  int64      `json:"retried"`
+	Unparked int64      `json:"unparked"`
+	Held     []heldJSON `json:"held"`
+}
+
+func (a *app) retryCommand() *cobra.Command {
+	var rf rangeFlags
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "retry NAME --interval P --from T --to T [--dry-run]",
+		Short: "Run failed slots of a range now: clear their backoff and parking",
+		Long: `Make the slots of [--from, --to) that wait for a retry (in backoff) or gave up
+(parked) acquirable now, and wake idle workers. Parked slots also get a fresh
+set of attempts. Locked slots are left alone and listed.
+
+` + rangeHelp,
+		Example: `  almanac retry sensor_report --interval PT5M --from 2026-03-01 --to 2026-03-02`,
+		Args:    exactArgs(1, "one series NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			iv, err := rf.check(args[0], true)
+			if err != nil {
+				return err
+			}
+			c, err := a.openCoverage(ctx, args[0], iv)
+			if err != nil {
+				return err
+			}
+			grid := c.Series()
+			from, to, err := rf.resolve(grid)
+			if err != nil {
+				return err
+			}
+			bar, clear := a.progressBar("retry")
+			res, err := c.Retry(ctx, from, to, coverage.RetryOptions{DryRun: dryRun, Progress: bar})
+			clear()
+			if err != nil {
+				return fmt.Errorf("retry: %w", err)
+			}
+			if a.json {
+				return a.printJSON(retryResult{toRangeJSON(grid, from, to), dryRun, res.Retried, res.Unparked, toHeldJSON(grid, res.Held)})
+			}
+			verb := "retrying"
+			if dryRun {
+				verb = "dry run: would retry"
+			}
+			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s now (%d were parked)\n", verb, res.Retried, describeRange(grid, from, to), res.Unparked)
+			return printHeld(a.stdout, grid, res.Held)
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be retried; change nothing")
+	return cmd
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/slot"
+)
+
+type statusResult struct {
+	Name           string  `json:"name"`
+	Interval       string  `json:"interval"`
+	TimeZone       string  `json:"time_zone"`
+	From           *string `json:"from"`
+	To             *string `json:"to"`
+	Slots          int64   `json:"slots"`
+	Complete       int64   `json:"complete"`
+	Skip           int64   `json:"skip"`
+	Available      int64   `json:"available"`
+	Backoff        int64   `json:"backoff"`
+	Parked         int64   `json:"parked"`
+	Acquired       int64   `json:"acquired"`
+	LeaseExpired   int64   `json:"lease_expired"`
+	Missing        int64   `json:"missing"`
+	Gaps           int64   `json:"gaps"`
+	CoveredPercent float64 `json:"covered_percent"`
+	FirstMissing   *string `json:"first_missing"`
+	OldestOpen     *string `json:"oldest_open"`
+	LastCompleted  *string `json:"last_completed"`
+}
+
+func toStatusResult(grid slot.Series, st coverage.Status, stored bool) statusResult {
+	out := statusResult{
+		Name: grid.Name(), Interval: grid.Interval().String(), TimeZone: grid.Location().String(),
+		Slots: st.Slots, Complete: st.Complete, Skip: st.Skip, Available: st.Available, Backoff: st.Backoff,
+		Parked: st.Parked, Acquired: st.Acquired, LeaseExpired: st.LeaseExpired, Missing: st.Missing, Gaps: st.Gaps,
+		CoveredPercent: st.Covered(), FirstMissing: optionalTime(grid, st.FirstMissing),
+		OldestOpen: optionalTime(grid, st.OldestOpen), LastCompleted: optionalTime(grid, st.LastCompleted),
+	}
+	if stored {
+		out.From, out.To = optionalTime(grid, st.From), optionalTime(grid, st.To)
+	}
+	return out
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	var rf rangeFlags
+	cmd := &cobra.Command{
+		Use:   "status NAME --interval P [--from T --to T]",
+		Short: "Summarize the coverage of a series: slots by state, gaps, share finished",
+		Long: `Summarize the slots of [--from, --to) — by default from the first stored slot to
+the end of the last — by state (complete, skipped, available, in backoff,
+parked, acquired under a lease), the missing ones, the share finished
+(complete or skipped), the oldest open slot and the last completion.
+
+Slots a locked-mode worker is processing count as available: their row lock
+is invisible to a read-only report.
+
+` + rangeHelp,
+		Example: `  almanac status sensor_report --interval PT5M
+  almanac status billing --interval P1D --from 2026-01-01 --to 2027-01-01 --json`,
+		Args: exactArgs(1, "one series NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			iv, err := rf.check(args[0], false)
+			if err != nil {
+				return err
+			}
+			c, err := a.openCoverage(ctx, args[0], iv)
+			if err != nil {
+				return err
+			}
+			grid := c.Series()
+			var from, to time.Time
+			stored := true
+			if rf.from != "" {
+				if from, to, err = rf.resolve(grid); err != nil {
+					return err
+				}
+			} else {
+				if from, to, stored, err = c.Extent(ctx); err != nil {
+					return fmt.Errorf("status: %w", err)
+				}
+				if err := rf.checkSize(grid, from, to); stored && err != nil {
+					return err
+				}
+			}
+			var st coverage.Status
+			if stored {
+				if st, err = c.Status(ctx, from, to); err != nil {
+					return fmt.Errorf("status: %w", err)
+				}
+			}
+			out := toStatusResult(grid, st, stored)
+			if a.json {
+				return a.printJSON(out)
+			}
+			return a.printStatus(grid, out)
+		},
+	}
+	rf.register(cmd)
+	return cmd
+}
+
+func (a *app) printStatus(grid slot.Series, st statusResult) error {
+	orNone := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "series\t%s %s (%s)\n", st.Name, st.Interval, st.TimeZone)
+	if st.From == nil {
+		fmt.Fprintf(tw, "range\tno slots stored\n")
+	} else {
+		fmt.Fprintf(tw, "range\t[%s, %s)  %d slots\n", *st.From, *st.To, st.Slots)
+	}
+	fmt.Fprintf(tw, "covered\t%.1f %%\n", st.CoveredPercent)
+	fmt.Fprintf(tw, "complete\t%d\n", st.Complete)
+	fmt.Fprintf(tw, "skipped\t%d\n", st.Skip)
+	fmt.Fprintf(tw, "available\t%d\n", st.Available)
+	fmt.Fprintf(tw, "in backoff\t%d\n", st.Backoff)
+	fmt.Fprintf(tw, "parked\t%d\n", st.Parked)
+	fmt.Fprintf(tw, "acquired\t%d (%d lease(s) expired)\n", st.Acquired, st.LeaseExpired)
+	fmt.Fprintf(tw, "missing\t%d in %d gap(s), first at %s\n", st.Missing, st.Gaps, orNone(st.FirstMissing))
+	fmt.Fprintf(tw, "oldest open\t%s\n", orNone(st.OldestOpen))
+	fmt.Fprintf(tw, "last completed\t%s\n", orNone(st.LastCompleted))
+	return tw.Flush()
+}
