@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +27,13 @@ type Lease struct {
 	until    time.Time // lease deadline on the database clock, as last written
 	lost     chan struct{}
 	lostOnce sync.Once
+	finished atomic.Bool
 }
+
+// Finished reports whether a final write succeeded on this lease: Complete,
+// CompleteTx (whose transaction may still roll back), Fail, Skip, Snooze or
+// Release.
+func (l *Lease) Finished() bool { return l.finished.Load() }
 
 // Until returns the lease deadline (database clock) as last written by a
 // claim or an extension.
@@ -164,17 +171,19 @@ func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 		l.markLost()
 		return fmt.Errorf("acquire: complete %s: %w", l.Slot, ErrLeaseLost)
 	}
+	l.finished.Store(true)
 	return nil
 }
 
 // Fail records a failure of the slot's work: fail_count grows, err's text
 // becomes the message, and the retry policy decides when the slot is
-// acquirable again, or parks it. It returns Failed or Parked.
-func (l *Lease) Fail(ctx context.Context, err error) (Outcome, error) {
+// acquirable again, or parks it. It returns Failed (with the delay) or
+// Parked.
+func (l *Lease) Fail(ctx context.Context, err error) (Outcome, time.Duration, error) {
 	outcome, delay, _ := l.q.classify(l.Slot, err)
 	res := Result{Slot: l.Slot, Outcome: outcome, Err: err, Delay: delay}
 	_, failCount, message, delayUS, _, _ := outcomeColumns(res)
-	return outcome, l.guarded(ctx, "fail", l.q.sql.fail, failCount, message, delayUS)
+	return outcome, delay, l.guarded(ctx, "fail", l.q.sql.fail, failCount, message, delayUS)
 }
 
 // Skip marks the slot SKIP with reason.
@@ -231,6 +240,7 @@ func (l *Lease) guardArgs(extra ...any) []any {
 // guarded runs one fenced write and turns "no row matched" into
 // ErrLeaseLost.
 func (l *Lease) guarded(ctx context.Context, what, sql string, extra ...any) error {
+	final := what != "checkpoint"
 	var affected int64
 	err := l.q.write(ctx, func(b *pgx.Batch) {
 		b.Queue(sql, l.guardArgs(extra...)...).Exec(func(tag pgconn.CommandTag) error {
@@ -244,6 +254,9 @@ func (l *Lease) guarded(ctx context.Context, what, sql string, extra ...any) err
 	if affected == 0 {
 		l.markLost()
 		return fmt.Errorf("acquire: %s %s: %w", what, l.Slot, ErrLeaseLost)
+	}
+	if final {
+		l.finished.Store(true)
 	}
 	return nil
 }
@@ -306,6 +319,8 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 			l.mu.Lock()
 			l.until = until
 			l.mu.Unlock()
+		} else {
+			l.finished.Store(true)
 		}
 	}
 	return lost, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/migrations"
 )
 
@@ -32,7 +33,8 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
-	cfg.MaxConns = 8
+	cfg.MaxConns = max(8, a.poolSize)
+	acquire.ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
 		err = pool.Ping(ctx)

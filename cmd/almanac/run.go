@@ -1,0 +1,252 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/scheduler"
+	"github.com/almanacdev/almanac/slot"
+)
+
+type runFlags struct {
+	interval, tz, origin, from, to string
+	schedule, lag, catchUp         string
+	timeout, leaseTTL, grace       string
+	workers, maxAttempts, skipExit int
+	once                           bool
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run NAME --interval P [flags] -- CMD [ARGS...]",
+		Short: "The sidecar: run a command once per due slot of a series",
+		Long: `Run CMD once for every due slot of the series, exactly as DESIGN.md's sidecar:
+slots are materialized when due (slot_end + --lag <= now, or on --schedule),
+held in lease mode with heartbeats, and the command gets the slot in its
+environment: ALMANAC_NAME, ALMANAC_INTERVAL, ALMANAC_SLOT, ALMANAC_SLOT_START,
+ALMANAC_SLOT_END, ALMANAC_ATTEMPT, ALMANAC_FENCE, ALMANAC_KEY.
+
+Exit status 0 completes the slot, --skip-exit-code skips it, anything else (or
+a signal) is a failure retried with backoff, the tail of stderr kept as the
+slot's message. When a lease is lost or almanac shuts down, the command's
+process group gets SIGTERM, then SIGKILL after --grace.
+
+The series is registered if it does not exist; if it exists with another zone
+or origin, run refuses (exit 2). Any number of 'almanac run' processes may run
+the same series: each slot runs once.
+
+SIGTERM or SIGINT stops acquiring, lets running commands finish within
+--grace, then stops them; their slots are released for another process. A
+second signal exits at once.
+
+With --once: materialize what is due, run every acquirable slot, and exit 0 if
+all of them completed or were skipped, 1 if any failed.`,
+		Example: `  almanac run sensor_report --interval PT5M --lag PT1M -- ./report.sh
+  almanac run billing --interval P1D --tz Europe/Berlin --schedule 'CRON_TZ=Europe/Berlin 30 2 * * *' --workers 2 -- ./bill
+  almanac run backfill --interval PT1H --from 2026-01-01 --to 2026-02-01 --once -- python3 fill.py`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if dash != 1 || len(args) < 2 {
+				return usagef("almanac run expects NAME, then -- and the command to run, e.g. almanac run report --interval PT5M -- ./report.sh")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runSidecar(cmd, f, args[0], args[1], args[2:])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
+	fl.StringVar(&f.tz, "tz", "", "IANA time zone of a new series (default UTC, or the registered one)")
+	fl.StringVar(&f.origin, "origin", "", "origin of a new series (default 2000-01-01T00:00 local, or the registered one)")
+	fl.StringVar(&f.from, "from", "", "first slot to cover (default: the earliest stored slot, else the last due one)")
+	fl.StringVar(&f.to, "to", "", "cover only slots starting before this time (a backfill of a fixed range)")
+	fl.StringVar(&f.schedule, "schedule", "", "cron spec of when to materialize due slots (default: whenever a slot becomes due)")
+	fl.StringVar(&f.lag, "lag", "0s", "how long after its end a slot becomes due, e.g. PT1M or 1m")
+	fl.StringVar(&f.catchUp, "catch-up", "all", "slots missed during downtime: all, none or latest:N")
+	fl.IntVar(&f.workers, "workers", 1, "commands running at once")
+	fl.StringVar(&f.timeout, "timeout", "0s", "limit per command run, e.g. PT10M (0: none)")
+	fl.StringVar(&f.leaseTTL, "lease-ttl", "30s", "lease length; heartbeats renew it every third of it")
+	fl.StringVar(&f.grace, "grace", "10s", "time between SIGTERM and SIGKILL when stopping a command")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "park a slot after this many failures (0: never)")
+	fl.IntVar(&f.skipExit, "skip-exit-code", scheduler.DefaultSkipExitCode, "exit status with which the command marks its slot SKIP")
+	fl.BoolVar(&f.once, "once", false, "run what is due, then exit: 0 if nothing failed, 1 otherwise")
+	return cmd
+}
+
+// parseDuration reads a duration flag as ISO-8601 (PT1M) or Go syntax (1m).
+// Calendar parts are refused: their length depends on the date.
+func parseDuration(flag, text string) (time.Duration, error) {
+	if strings.HasPrefix(text, "P") || strings.HasPrefix(text, "-P") {
+		iv, err := slot.ParseInterval(text)
+		if err != nil {
+			return 0, usageError(fmt.Errorf("--%s: %w", flag, err))
+		}
+		if !iv.Fixed() {
+			return 0, usagef("--%s %q has a calendar part; use hours, e.g. PT24H", flag, text)
+		}
+		return iv.Clock(), nil
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil || d < 0 {
+		return 0, usagef("--%s %q: expected a duration such as PT1M or 90s", flag, text)
+	}
+	return d, nil
+}
+
+func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, args []string) error {
+	ctx := cmd.Context()
+	// Everything the command line says is checked before anything is written.
+	if err := slot.CheckName(name); err != nil {
+		return usageError(err)
+	}
+	if f.interval == "" {
+		return usagef("--interval is required, e.g. --interval PT5M")
+	}
+	iv, err := slot.ParseInterval(f.interval)
+	if err != nil {
+		return usageError(fmt.Errorf("--interval: %w", err))
+	}
+	var lag, timeout, leaseTTL, grace time.Duration
+	for _, d := range []struct {
+		flag, text string
+		into       *time.Duration
+	}{{"lag", f.lag, &lag}, {"timeout", f.timeout, &timeout}, {"lease-ttl", f.leaseTTL, &leaseTTL}, {"grace", f.grace, &grace}} {
+		if *d.into, err = parseDuration(d.flag, d.text); err != nil {
+			return err
+		}
+	}
+	if leaseTTL < time.Second {
+		return usagef("--lease-ttl %q: expected at least 1s", f.leaseTTL)
+	}
+	catchUp, err := scheduler.ParseCatchUp(f.catchUp)
+	if err != nil {
+		return usageError(fmt.Errorf("--catch-up: %w", err))
+	}
+	if f.workers < 1 || f.workers > 1000 {
+		return usagef("--workers %d: expected 1 to 1000", f.workers)
+	}
+	if f.maxAttempts < 0 {
+		return usagef("--max-attempts %d: expected 0 (never park) or more", f.maxAttempts)
+	}
+	if f.skipExit < 1 || f.skipExit > 255 {
+		return usagef("--skip-exit-code %d: expected 1 to 255", f.skipExit)
+	}
+	if f.schedule != "" {
+		if err := scheduler.CheckSchedule(f.schedule); err != nil {
+			return usageError(fmt.Errorf("--schedule: %w", err))
+		}
+	}
+	for flag, text := range map[string]string{"origin": f.origin, "from": f.from, "to": f.to} {
+		if text != "" {
+			if _, err := slot.ParseTime(text, time.UTC); err != nil {
+				return usageError(fmt.Errorf("--%s: %w", flag, err))
+			}
+		}
+	}
+	if f.tz != "" {
+		if _, err := slot.LoadZone(f.tz); err != nil {
+			return usageError(fmt.Errorf("--tz: %w", err))
+		}
+	}
+
+	// Lease mode holds no connection while commands run: a few per worker
+	// for claims, heartbeats and completions are plenty.
+	a.poolSize = int32(f.workers + acquire.DefaultReserve + 2)
+	pool, err := a.connectMigrated(ctx)
+	if err != nil {
+		return err
+	}
+	grid, err := a.sidecarGrid(cmd, pool, name, iv, f)
+	if err != nil {
+		return err
+	}
+	var start, end time.Time
+	if f.from != "" {
+		if start, err = slot.ParseTime(f.from, grid.Location()); err != nil {
+			return usageError(fmt.Errorf("--from: %w", err))
+		}
+	}
+	if f.to != "" {
+		if end, err = slot.ParseTime(f.to, grid.Location()); err != nil {
+			return usageError(fmt.Errorf("--to: %w", err))
+		}
+		if !start.IsZero() && end.Before(start) {
+			return usagef("--from %s is after --to %s: expected from <= to", f.from, f.to)
+		}
+	}
+
+	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
+	if a.json {
+		logger = slog.New(slog.NewJSONHandler(a.stderr, nil))
+	}
+	s := scheduler.New(pool, scheduler.Options{
+		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace,
+	})
+	job := scheduler.Job{
+		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: scheduler.Lease,
+		LeaseHandler: scheduler.Command{
+			Path: program, Args: args, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
+			Stdout: a.stdout, Stderr: a.stderr,
+		}.LeaseHandler(),
+		Queue: acquire.Options{LeaseTTL: leaseTTL, MaxAttempts: f.maxAttempts},
+	}
+	if err := s.Add(job); err != nil {
+		return usageError(err)
+	}
+	if f.once {
+		summary, err := s.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if summary.Failed() {
+			return problemError(fmt.Errorf("%d of %d slots failed", summary[acquire.Failed]+summary[acquire.Parked], total(summary)))
+		}
+		return nil
+	}
+	return s.Run(ctx)
+}
+
+func total(s scheduler.Summary) int {
+	n := 0
+	for _, c := range s {
+		n += c
+	}
+	return n
+}
+
+// sidecarGrid returns the series grid: the registered one when --tz and
+// --origin are not given, else the one the flags describe. A series
+// registered with another zone or origin is refused. Nothing is written:
+// the scheduler registers a new series when it starts.
+func (a *app) sidecarGrid(cmd *cobra.Command, pool *pgxpool.Pool, name string, iv slot.Interval, f runFlags) (slot.Series, error) {
+	def, err := seriesdb.Get(cmd.Context(), pool, a.schema, name, iv)
+	if err == nil && f.tz == "" && f.origin == "" {
+		return def.Grid, nil
+	}
+	if err != nil && !errors.Is(err, seriesdb.ErrNotFound) {
+		return slot.Series{}, err
+	}
+	tz := f.tz
+	if tz == "" {
+		tz = "UTC"
+	}
+	grid, gerr := parseGrid(name, f.interval, tz, f.origin)
+	if gerr != nil {
+		return slot.Series{}, gerr
+	}
+	if err == nil && (def.Grid.Location().String() != grid.Location().String() || !def.Grid.Origin().Equal(grid.Origin())) {
+		return slot.Series{}, usageError(fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
+			seriesdb.ErrConflict, name, iv, def.Grid.Location(), slot.FormatTime(def.Grid.Origin()), grid.Location(), slot.FormatTime(grid.Origin())))
+	}
+	return grid, nil
+}

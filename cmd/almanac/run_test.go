@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+)
+
+// buildAlmanac builds the CLI into a temporary directory.
+func buildAlmanac(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "almanac")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+	return bin
+}
+
+// process is a running almanac.
+type process struct {
+	cmd            *exec.Cmd
+	stdout, stderr *bytes.Buffer
+	done           chan struct{}
+	err            error
+}
+
+func start(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.URL(t))
+	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: p.stdout}, &syncWriter{w: p.stderr}
+	require.NoError(t, p.cmd.Start())
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *process) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("almanac did not exit within %s; stderr:\n%s", timeout, p.stderr)
+	}
+	var exitErr *exec.ExitError
+	if errors.As(p.err, &exitErr) {
+		return exitErr.ExitCode()
+	}
+	require.NoError(t, p.err)
+	return 0
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func migrated(t *testing.T) string {
+	schema := freshSchema(t, "cli_run_")
+	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
+	return schema
+}
+
+func dbCount(t *testing.T, schema, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), sqlschema.Render(sql, schema), args...).Scan(&n))
+	return n
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "job.sh")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755))
+	return path
+}
+
+// TestRunOnceThreeProcesses: three `almanac run --once` over the same 200
+// slots: every slot COMPLETE, every slot's command ran exactly once.
+func TestRunOnceThreeProcesses(t *testing.T) {
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	out := filepath.Join(t.TempDir(), "ran")
+	job := script(t, `echo "$ALMANAC_SLOT" >> "`+out+`"`)
+	args := []string{"--schema", schema, "run", "report", "--interval", "PT1M",
+		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T03:20:00Z", "--workers", "4", "--once", "--", job}
+	var procs []*process
+	for range 3 {
+		procs = append(procs, start(t, bin, args...))
+	}
+	for _, p := range procs {
+		require.Equal(t, 0, p.wait(t, time.Minute), "stderr: %s", p.stderr)
+	}
+	require.Equal(t, 200, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+	lines, err := os.ReadFile(out)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, l := range strings.Fields(string(lines)) {
+		seen[l]++
+	}
+	require.Len(t, seen, 200)
+	for slot, n := range seen {
+		require.Equal(t, 1, n, "%s ran %d times", slot, n)
+	}
+}
+
+// TestRunRetriesSkipsAndCompletes: a command that fails twice then
+// succeeds, and one that exits with the skip code.
+func TestRunRetriesSkipsAndCompletes(t *testing.T) {
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	dir := t.TempDir()
+	job := script(t, `
+n=$(cat "`+dir+`/count-$ALMANAC_SLOT_START" 2>/dev/null || echo 0)
+n=$((n+1)); echo $n > "`+dir+`/count-$ALMANAC_SLOT_START"
+echo "attempt $ALMANAC_ATTEMPT fence $ALMANAC_FENCE"
+case "$ALMANAC_SLOT_START" in
+  *T00:00:00Z) exit 99 ;;
+esac
+if [ "$n" -lt 3 ]; then echo "not yet ($n)" >&2; exit 1; fi
+`)
+	p := start(t, bin, "--schema", schema, "run", "flaky", "--interval", "PT1M",
+		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:02:00Z", "--", job)
+	waitFor(t, "the flaky slot to complete after its retries", 30*time.Second, func() bool {
+		return dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.wait(t, 30*time.Second))
+	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'SKIP' AND slot_start = '2026-01-01T00:00:00Z'`))
+	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot
+		WHERE status = 'COMPLETE' AND slot_start = '2026-01-01T00:01:00Z' AND attempts = 3 AND fail_count = 0`))
+	require.Contains(t, p.stdout.String(), "[flaky 2026-01-01T00:01:00Z/PT1M] attempt 3 fence ")
+	require.Contains(t, p.stderr.String(), "not yet (2)")
+	require.Contains(t, p.stderr.String(), "outcome=fail")
+}
+
+// TestRunSIGTERMMidSlot: SIGTERM while a command runs: almanac exits 0
+// within the grace period, and the slot is later completed exactly once.
+func TestRunSIGTERMMidSlot(t *testing.T) {
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	dir := t.TempDir()
+	job := script(t, `
+echo start >> "`+dir+`/log"
+if [ ! -e "`+dir+`/second" ]; then touch "`+dir+`/second"; sleep 60; fi
+echo done >> "`+dir+`/log"
+`)
+	span := []string{"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z"}
+	p := start(t, bin, append(append([]string{"--schema", schema, "run", "long", "--interval", "PT1M", "--grace", "1s"}, span...), "--", job)...)
+	waitFor(t, "the command to start", 20*time.Second, func() bool { _, err := os.Stat(dir + "/second"); return err == nil })
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	began := time.Now()
+	require.Equal(t, 0, p.wait(t, 20*time.Second), "stderr: %s", p.stderr)
+	require.Less(t, time.Since(began), 10*time.Second)
+	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'AVAILABLE' AND owner IS NULL AND fail_count = 0`),
+		"the slot was released, not failed")
+
+	again := start(t, bin, append(append([]string{"--schema", schema, "run", "long", "--interval", "PT1M", "--once"}, span...), "--", job)...)
+	require.Equal(t, 0, again.wait(t, 30*time.Second), "stderr: %s", again.stderr)
+	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+	log, err := os.ReadFile(dir + "/log")
+	require.NoError(t, err)
+	require.Equal(t, "start\nstart\ndone\n", string(log), "completed exactly once")
+}
+
+// TestRunTakeoverKillsStaleChild: a process frozen past its lease loses the
+// slot to another; when it resumes, its command is killed.
+func TestRunTakeoverKillsStaleChild(t *testing.T) {
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	dir := t.TempDir()
+	job := script(t, `
+if [ "$ALMANAC_ATTEMPT" = 1 ]; then echo $$ > "`+dir+`/first"; sleep 60; fi
+echo "took over: attempt $ALMANAC_ATTEMPT" >> "`+dir+`/second"
+`)
+	span := []string{"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z"}
+	a := start(t, bin, append(append([]string{"--schema", schema, "run", "frozen", "--interval", "PT1M", "--lease-ttl", "1s", "--grace", "1s"}, span...), "--", job)...)
+	waitFor(t, "the first command to start", 20*time.Second, func() bool { _, err := os.Stat(dir + "/first"); return err == nil })
+	raw, err := os.ReadFile(dir + "/first")
+	require.NoError(t, err)
+	childPID, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP)) // no more heartbeats
+	time.Sleep(1500 * time.Millisecond)                       // the lease expires
+	b := start(t, bin, append(append([]string{"--schema", schema, "run", "frozen", "--interval", "PT1M", "--once"}, span...), "--", job)...)
+	require.Equal(t, 0, b.wait(t, 30*time.Second), "stderr: %s", b.stderr)
+	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
+	waitFor(t, "the stale command to be killed", 20*time.Second, func() bool { return !processAlive(childPID) })
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, a.wait(t, 20*time.Second))
+	require.Contains(t, a.stderr.String(), "lease lost")
+	second, err := os.ReadFile(dir + "/second")
+	require.NoError(t, err)
+	require.Equal(t, "took over: attempt 2\n", string(second))
+	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' AND attempts = 2`))
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func TestRunBadInput(t *testing.T) {
+	schema := migrated(t)
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "berlin", "--interval", "P1D", "--tz", "Europe/Berlin"))
+	before := snapshot(t, schema)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "x", "--interval", "PT5M"}, "expects NAME, then --"},
+		{[]string{"run", "x", "--interval", "PT5M", "--"}, "expects NAME, then --"},
+		{[]string{"run", "--interval", "PT5M", "--", "true"}, "expects NAME, then --"},
+		{[]string{"run", "x", "--", "true"}, "--interval is required"},
+		{[]string{"run", "x", "--interval", "P0D", "--", "true"}, `"P0D"`},
+		{[]string{"run", "x", "--interval", "PT5M", "--lag", "5 minutes", "--", "true"}, `"5 minutes"`},
+		{[]string{"run", "x", "--interval", "PT5M", "--lag", "P1D", "--", "true"}, "calendar part"},
+		{[]string{"run", "x", "--interval", "PT5M", "--schedule", "61 * * * *", "--", "true"}, `"61 * * * *"`},
+		{[]string{"run", "x", "--interval", "PT5M", "--schedule", "@every 0s", "--", "true"}, `"@every 0s"`},
+		{[]string{"run", "x", "--interval", "PT5M", "--catch-up", "some", "--", "true"}, `"some"`},
+		{[]string{"run", "x", "--interval", "PT5M", "--workers", "0", "--", "true"}, "--workers 0"},
+		{[]string{"run", "x", "--interval", "PT5M", "--skip-exit-code", "256", "--", "true"}, "--skip-exit-code 256"},
+		{[]string{"run", "x", "--interval", "PT5M", "--from", "2023-02-29", "--", "true"}, `"2023-02-29"`},
+		{[]string{"run", "x", "--interval", "PT5M", "--tz", "Mars/Base", "--", "true"}, `"Mars/Base"`},
+		{[]string{"run", "x", "--interval", "PT5M", "--lease-ttl", "10ms", "--", "true"}, "--lease-ttl"},
+		{[]string{"run", "x", "--interval", "PT5M", "--from", "2026-02-01", "--to", "2026-01-01", "--", "true"}, "is after --to"},
+		{[]string{"run", "berlin", "--interval", "P1D", "--tz", "UTC", "--", "true"}, "registered with zone Europe/Berlin"},
+	} {
+		r := cli(t, append([]string{"--schema", schema}, tt.args...)...)
+		require.Equal(t, 2, r.code, "%q: %s", tt.args, r.stderr)
+		require.Contains(t, r.stderr, tt.want, "%q", tt.args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
+	require.Equal(t, before, snapshot(t, schema), "nothing was written")
+}

@@ -1,0 +1,373 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/slot"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func series(t *testing.T, name, interval string) slot.Series {
+	t.Helper()
+	s, err := slot.NewSeries(name, slot.MustParseInterval(interval), time.UTC, time.Time{})
+	require.NoError(t, err)
+	return s
+}
+
+// minutesAgo returns the start of the PT1M slot that began n minutes ago:
+// a job starting there has exactly n due slots.
+func minutesAgo(n int) time.Time {
+	return time.Now().Truncate(time.Minute).Add(-time.Duration(n) * time.Minute)
+}
+
+func count(t *testing.T, db *pgtest.DB, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), sqlschema.Render(sql, db.Schema), args...).Scan(&n))
+	return n
+}
+
+// recorder collects results.
+type recorder struct {
+	mu      sync.Mutex
+	results []Result
+}
+
+func (r *recorder) add(res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.results = append(r.results, res)
+}
+
+func (r *recorder) outcomes(name string) map[acquire.Outcome]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[acquire.Outcome]int{}
+	for _, res := range r.results {
+		if res.Job.Series.Name() == name {
+			out[res.Outcome]++
+		}
+	}
+	return out
+}
+
+// TestPrioritiesAndLimits: a slow job with many slots and a fast job with
+// few share two workers; the fast job's slots are all done while the slow
+// one is still busy.
+func TestPrioritiesAndLimits(t *testing.T) {
+	db := pgtest.New(t)
+	var mu sync.Mutex
+	var fastDone, slowDone time.Time
+	s := New(db.Pool, Options{Schema: db.Schema, Concurrency: 2})
+	require.NoError(t, s.Add(Job{
+		Series: series(t, "slow", "PT1M"), Start: minutesAgo(20), Mode: Locked,
+		Handler: func(ctx context.Context, _ pgx.Tx, _ acquire.Slot) error {
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			slowDone = time.Now()
+			mu.Unlock()
+			return nil
+		},
+	}))
+	require.NoError(t, s.Add(Job{
+		Series: series(t, "fast", "PT1M"), Start: minutesAgo(5), Mode: Locked,
+		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
+			mu.Lock()
+			fastDone = time.Now()
+			mu.Unlock()
+			return nil
+		},
+	}))
+	summary, err := s.RunOnce(context.Background())
+	require.NoError(t, err)
+	// 25 slots, or one more per job if a minute turned during the test.
+	require.Equal(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot`), summary[acquire.Completed])
+	require.GreaterOrEqual(t, summary[acquire.Completed], 25)
+	require.True(t, fastDone.Before(slowDone.Add(-time.Second)),
+		"the fast job finished at %s, the slow one at %s", fastDone.Format(time.StampMilli), slowDone.Format(time.StampMilli))
+}
+
+// TestPriorityFirst: with one worker, the higher-priority job's slots all
+// run before the other's.
+func TestPriorityFirst(t *testing.T) {
+	db := pgtest.New(t)
+	var mu sync.Mutex
+	var order []string
+	handler := func(name string) acquire.Handler {
+		return func(context.Context, pgx.Tx, acquire.Slot) error {
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			return nil
+		}
+	}
+	s := New(db.Pool, Options{Schema: db.Schema, Concurrency: 1})
+	require.NoError(t, s.Add(Job{Series: series(t, "low", "PT1M"), Start: minutesAgo(3), Handler: handler("low")}))
+	require.NoError(t, s.Add(Job{Series: series(t, "high", "PT1M"), Start: minutesAgo(3), Handler: handler("high"), Priority: 1}))
+	_, err := s.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Len(t, order, count(t, db, `SELECT count(*) FROM {{schema}}.slot`))
+	require.Equal(t, []string{"high", "high", "high"}, order[:3])
+}
+
+// TestPerJobLimit: "30 total, 15 for payouts" in small: a job limited to one
+// worker never runs two handlers at once.
+func TestPerJobLimit(t *testing.T) {
+	db := pgtest.New(t)
+	var mu sync.Mutex
+	running, peak := 0, 0
+	s := New(db.Pool, Options{Schema: db.Schema, Concurrency: 4})
+	require.NoError(t, s.Add(Job{
+		Series: series(t, "payouts", "PT1M"), Start: minutesAgo(8), Concurrency: 1, Mode: LockedBatch, Batch: 2,
+		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
+			mu.Lock()
+			running++
+			peak = max(peak, running)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil
+		},
+	}))
+	summary, err := s.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot`), summary[acquire.Completed])
+	require.Equal(t, 1, peak)
+}
+
+// TestCatchUpPolicies: a series started two hours in the past.
+func TestCatchUpPolicies(t *testing.T) {
+	for _, tt := range []struct {
+		policy  CatchUp
+		skipped int
+	}{{CatchUpAll, 0}, {CatchUpLatest(3), 21}, {CatchUpNone, 23}} {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			db := pgtest.New(t)
+			g := series(t, "report", "PT5M")
+			now := time.Now()
+			start, err := g.Floor(now.Add(-2 * time.Hour))
+			require.NoError(t, err)
+			s := New(db.Pool, Options{Schema: db.Schema})
+			require.NoError(t, s.Add(Job{Series: g, Start: start.Start, CatchUp: tt.policy,
+				Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
+			summary, err := s.RunOnce(context.Background())
+			require.NoError(t, err)
+			due, err := dueTo(g, 0, time.Now())
+			require.NoError(t, err)
+			total, err := g.Count(start.Start, due)
+			require.NoError(t, err)
+			require.InDelta(t, int(total)-tt.skipped, summary[acquire.Completed], 1)
+			require.InDelta(t, tt.skipped, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'SKIP' AND message = $1`, CatchUpReason), 1)
+			require.Equal(t, int(total), count(t, db, `SELECT count(*) FROM {{schema}}.slot`), "every due slot exists: no hole is left unexplained")
+		})
+	}
+}
+
+// TestWakeOnReopen: an idle scheduler picks a re-opened slot up at once,
+// although it would not poll for a minute.
+func TestWakeOnReopen(t *testing.T) {
+	db := pgtest.New(t)
+	g := series(t, "report", "PT1M")
+	ran := make(chan time.Time, 100)
+	s := New(db.Pool, Options{Schema: db.Schema, PollInterval: time.Minute})
+	require.NoError(t, s.Add(Job{Series: g, Start: minutesAgo(3),
+		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { ran <- time.Now(); return nil }}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	for range 3 {
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the due slots were not run")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // idle now
+	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	from, to, ok, err := cov.Extent(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok)
+	reopened := time.Now()
+	_, err = cov.Reopen(context.Background(), from, to, coverage.ReopenOptions{Reason: "late data"})
+	require.NoError(t, err)
+	for range 3 {
+		select {
+		case at := <-ran:
+			require.Less(t, at.Sub(reopened), 2*time.Second)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the re-opened slots were not run")
+		}
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// TestGracefulShutdown: a lease-mode handler cut short by the shutdown
+// timeout releases its slot with its checkpoint; a locked-mode one rolls
+// back. Both slots are acquirable again and nothing was recorded as failed.
+func TestGracefulShutdown(t *testing.T) {
+	db := pgtest.New(t)
+	started := make(chan struct{}, 2)
+	s := New(db.Pool, Options{Schema: db.Schema, ShutdownTimeout: 300 * time.Millisecond})
+	block := func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	require.NoError(t, s.Add(Job{Series: series(t, "leased", "PT1M"), Start: minutesAgo(1), Mode: Lease,
+		LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
+			if err := l.Checkpoint(ctx, "halfway"); err != nil {
+				return err
+			}
+			return block(ctx)
+		}}))
+	require.NoError(t, s.Add(Job{Series: series(t, "locked", "PT1M"), Start: minutesAgo(1),
+		Handler: func(ctx context.Context, tx pgx.Tx, _ acquire.Slot) error { return block(ctx) }}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	<-started
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the shutdown timeout")
+	}
+	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'AVAILABLE' AND fail_count = 0 AND owner IS NULL`))
+	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE data = '"halfway"'`))
+}
+
+// TestLeaseOutcomes: the lease handler's return values map to outcomes.
+func TestLeaseOutcomes(t *testing.T) {
+	db := pgtest.New(t)
+	rec := &recorder{}
+	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
+	require.NoError(t, s.Add(Job{Series: series(t, "lease", "PT1M"), Start: minutesAgo(5), Mode: Lease,
+		Queue: acquire.Options{To: minutesAgo(0), Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }},
+		LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
+			switch l.Index % 5 {
+			case 0:
+				return nil
+			case 1:
+				return acquire.Skip("holiday")
+			case 2:
+				return acquire.Snooze(time.Hour)
+			case 3:
+				return errors.New("nope")
+			default:
+				panic("boom")
+			}
+		}}))
+	_, err := s.RunOnce(context.Background())
+	require.NoError(t, err)
+	got := rec.outcomes("lease")
+	require.Equal(t, map[acquire.Outcome]int{acquire.Completed: 1, acquire.Skipped: 1, acquire.Snoozed: 1, acquire.Failed: 2}, got)
+	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE message LIKE 'panic: boom%'`))
+}
+
+func TestCommand(t *testing.T) {
+	db := pgtest.New(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	require.NoError(t, os.WriteFile(script, []byte(`#!/bin/sh
+echo "$ALMANAC_SLOT $ALMANAC_ATTEMPT $ALMANAC_FENCE" >> "$OUT"
+case "$ALMANAC_SLOT_START" in
+  *T00:01:00Z) exit 99 ;;
+  *T00:02:00Z) echo "disk full" >&2; exit 3 ;;
+esac
+echo "done $ALMANAC_NAME"
+`), 0o755))
+	var stdout, stderr strings.Builder
+	var outMu sync.Mutex
+	cmd := Command{Path: script, Env: []string{"OUT=" + filepath.Join(dir, "out")}, Stdout: lockedWriter{&stdout, &outMu}, Stderr: lockedWriter{&stderr, &outMu}}
+	rec := &recorder{}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
+	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
+		Queue: acquire.Options{To: start.Add(3 * time.Minute), Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
+	_, err := s.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, map[acquire.Outcome]int{acquire.Completed: 1, acquire.Skipped: 1, acquire.Failed: 1}, rec.outcomes("cmd"))
+	out, err := os.ReadFile(filepath.Join(dir, "out"))
+	require.NoError(t, err)
+	require.Contains(t, string(out), "2026-01-01T00:00:00Z/PT1M 1 ")
+	require.Contains(t, stdout.String(), "[cmd 2026-01-01T00:00:00Z/PT1M] done cmd\n")
+	require.Contains(t, stderr.String(), "[cmd 2026-01-01T00:02:00Z/PT1M] disk full\n")
+	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'AVAILABLE' AND fail_count = 1 AND message LIKE '%exit status 3: disk full'`))
+	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'SKIP'`))
+}
+
+// TestCommandStoppedOnLeaseLoss: when the lease goes, the command's whole
+// process group gets SIGTERM.
+func TestCommandStoppedOnLeaseLoss(t *testing.T) {
+	db := pgtest.New(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "child")
+	cmd := Command{Path: "/bin/sh", Args: []string{"-c", `sleep 30 & echo $! > "` + marker + `"; wait`}, Grace: time.Second}
+	rec := &recorder{}
+	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
+	g := series(t, "lost", "PT1M")
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, s.Add(Job{Series: g, Start: start, Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
+		Queue: acquire.Options{LeaseTTL: 300 * time.Millisecond, To: start.Add(time.Minute)}}))
+	go func() {
+		// Take the slot away from under the running command.
+		for {
+			time.Sleep(50 * time.Millisecond)
+			if _, err := os.Stat(marker); err == nil {
+				_, _ = db.Pool.Exec(context.Background(), sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'COMPLETE', owner = NULL, lease_until = NULL`, db.Schema))
+				return
+			}
+		}
+	}()
+	began := time.Now()
+	_, err := s.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Less(t, time.Since(began), 10*time.Second, "the command was stopped, not waited for")
+	require.Equal(t, map[acquire.Outcome]int{acquire.Abandoned: 1}, rec.outcomes("lost"))
+	pid, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !alive(strings.TrimSpace(string(pid))) }, 5*time.Second, 50*time.Millisecond,
+		"the grandchild dies with its process group")
+}
+
+// alive reports whether a process exists and is not a zombie.
+func alive(pid string) bool {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+type lockedWriter struct {
+	b  *strings.Builder
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
