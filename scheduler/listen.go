@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/almanacdev/almanac/internal/wake"
 )
@@ -23,7 +25,14 @@ func (s *Scheduler) listen(ctx context.Context) {
 	channel := wake.Channel(s.opts.Schema)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+		cfg := s.pool.Config().ConnConfig.Copy()
+		// Waiting for a notification runs no query a cancel request could
+		// end: on shutdown, interrupt the read at once rather than wait for
+		// the grace a cancelling handler (acquire.ConfigurePool) would give.
+		cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
 		}

@@ -25,6 +25,45 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.prepare(ctx); err != nil {
 		return err
 	}
+	s.run(ctx)
+	return nil
+}
+
+// Start prepares the jobs like Run and runs them in the background until
+// Stop. It returns the errors Run returns when it cannot start.
+func (s *Scheduler) Start(ctx context.Context) error {
+	if err := s.prepare(ctx); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	s.stop = func(ctx context.Context) error {
+		cancel()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	go func() {
+		defer close(done)
+		s.run(runCtx)
+	}()
+	return nil
+}
+
+// Stop shuts a started scheduler down as Run does when its context ends,
+// and returns when it has (or when ctx is done first).
+func (s *Scheduler) Stop(ctx context.Context) error {
+	if s.stop == nil {
+		return errors.New("scheduler: Stop without Start")
+	}
+	return s.stop(ctx)
+}
+
+// run works the prepared jobs until ctx is done, then shuts down.
+func (s *Scheduler) run(ctx context.Context) {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	s.startCompleters()
@@ -63,7 +102,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		<-finished
 	}
 	background.Wait()
-	return nil
 }
 
 // Summary counts the outcomes of RunOnce.

@@ -75,7 +75,8 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	running int
-	poke    chan struct{} // wakes the dispatcher; buffered, one pending poke is enough
+	poke    chan struct{}               // wakes the dispatcher; buffered, one pending poke is enough
+	stop    func(context.Context) error // set by Start
 }
 
 // job is a Job with its runtime state.

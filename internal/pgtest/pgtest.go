@@ -83,6 +83,7 @@ func Main(m *testing.M) {
 }
 
 func shutdown() error {
+	runExampleCleanups()
 	if pool != nil {
 		pool.Close()
 	}
