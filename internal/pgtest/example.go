@@ -26,7 +26,9 @@ type exampleTB struct{ testing.TB }
 func (exampleTB) Helper()                        {}
 func (exampleTB) Fatal(args ...any)              { panic(fmt.Sprint(args...)) }
 func (exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-func (exampleTB) Errorf(format string, a ...any) { fmt.Fprintf(os.Stderr, "pgtest: "+format+"\n", a...) }
+func (exampleTB) Errorf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "pgtest: "+format+"\n", a...)
+}
 func (exampleTB) Cleanup(f func()) {
 	exampleCleanupMu.Lock()
 	defer exampleCleanupMu.Unlock()
