@@ -1,0 +1,99 @@
+// Command backfill shows a backfill: late readings arrive for an hour that
+// was already reported, the hour is re-opened, and its twelve five-minute
+// reports are recomputed, once each, by the same workers.
+//
+//	DATABASE_URL=postgres://postgres@127.0.0.1:5432/test go run ./examples/backfill
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/examples/internal/sensor"
+)
+
+func main() {
+	schema := flag.String("schema", "almanac_example", "schema for almanac's and the example's tables")
+	flag.Parse()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if err := run(ctx, pool, *schema, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+const hours = 3
+
+func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) error {
+	client, err := almanac.New(pool, almanac.Options{Schema: schema})
+	if err != nil {
+		return err
+	}
+	if err := client.Migrate(ctx); err != nil {
+		return err
+	}
+	now := time.Now()
+	if err := sensor.Setup(ctx, pool, schema, hours, now); err != nil {
+		return err
+	}
+	series, err := client.Series(ctx, "sensor_report", "PT5M", almanac.SeriesOptions{})
+	if err != nil {
+		return err
+	}
+	if err := client.Register(sensor.Job(series, schema, hours, now)); err != nil {
+		return err
+	}
+	summary, err := client.Drain(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "reported %d windows\n", summary[almanac.Completed])
+
+	// Late data: a sensor that was offline delivers an hour of readings
+	// from two hours ago.
+	lateFrom := now.Add(-2 * time.Hour).Truncate(time.Hour)
+	lateTo := lateFrom.Add(time.Hour)
+	s := pgx.Identifier{schema}.Sanitize()
+	tag, err := pool.Exec(ctx, `INSERT INTO `+s+`.sensor_reading
+		SELECT t, 9, 42 FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 second', interval '30 seconds') t`,
+		lateFrom, lateTo)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "late data: %d readings for [%s, %s)\n", tag.RowsAffected(), lateFrom.UTC().Format(time.RFC3339), lateTo.UTC().Format(time.RFC3339))
+
+	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, "late data from sensor 9")
+	if err != nil {
+		return err
+	}
+	status, err := client.Status(ctx, series, lateFrom, lateTo)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "re-opened %d windows: %d available, %d complete\n", reopened.Reopened, status.Available, status.Complete)
+
+	summary, err = client.Drain(ctx)
+	if err != nil {
+		return err
+	}
+	status, err = client.Status(ctx, series, lateFrom, lateTo)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "recomputed %d windows: %d complete, %.0f%% covered, %d missing\n",
+		summary[almanac.Completed], status.Complete, status.Covered(), status.Missing)
+	return nil
+}
