@@ -307,3 +307,16 @@ func TestBinaryExitCodes(t *testing.T) {
 		require.NotContains(t, stderr.String(), "goroutine", "no stack traces")
 	}
 }
+
+// TestDemo runs `almanac demo` against the test database: it must end with
+// its verification line, and drop its schema.
+func TestDemo(t *testing.T) {
+	r := cli(t, "demo")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "verified: 2,016 slots, 2,016 report rows, 0 duplicates, 24 re-opened windows recomputed once")
+	require.Contains(t, r.stdout, "gaps        none")
+	var left int
+	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'almanac\_demo\_%'`).Scan(&left))
+	require.Zero(t, left, "the demo drops its schema")
+}

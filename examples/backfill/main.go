@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/examples/internal/sensor"
+	"github.com/almanacdev/almanac/internal/sensor"
 )
 
 func main() {
