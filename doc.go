@@ -8,12 +8,18 @@
 // impossible to overlook, and a backfill re-opens completed slots when late
 // data arrives.
 //
-// The parts, each usable on its own:
+// Start from Client: it migrates the schema, registers series and jobs, runs
+// the workers (Start/Stop, or Drain for a batch run), and answers coverage
+// questions (Gaps, Status) and backfills (Materialize, Reopen, SkipRange,
+// Retry). The parts it wires are usable on their own:
 //
 //   - slot: the calendar model (intervals, series grids, time zones, slot
 //     text), pure Go.
 //   - migrations: the schema as embedded, versioned SQL.
+//   - acquire: locked mode and lease mode, fencing, retries, takeover.
+//   - coverage: gaps, materialize, re-open, skip, retry, status.
+//   - scheduler: triggers, catch-up, worker pools, the exec sidecar.
 //
-// The command-line tool and sidecar is cmd/almanac. See README.md for the
+// The command-line tool and sidecar is cmd/almanac. README.md states the
 // guarantees and their limits.
 package almanac
