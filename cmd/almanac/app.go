@@ -114,6 +114,11 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
+// rootCommand builds the command tree with cobra: nested subcommands,
+// GNU-style flags, --help on every command and the "--" that separates
+// `almanac run`'s own flags from the command it runs all come with it, and it
+// is what Go CLIs users know (kubectl, gh, hugo). The standard flag package
+// would need all of that written by hand.
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "almanac",
