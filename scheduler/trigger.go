@@ -22,8 +22,15 @@ type trigger struct {
 // weekday), a descriptor such as @hourly or @every 5m, optionally prefixed
 // with CRON_TZ=<zone> (the zone of the fields; default UTC). Errors wrap
 // slot.ErrInvalid.
-func parseSchedule(spec string) (cron.Schedule, error) {
-	s, err := cron.ParseStandard(spec)
+func parseSchedule(spec string) (s cron.Schedule, err error) {
+	defer func() {
+		// cron v3 panics on some malformed input (a TZ= prefix without a
+		// space after it, found by fuzzing); that is bad input, not a crash.
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("%w: schedule %q: malformed (%v); expected a cron spec such as \"*/5 * * * *\"", slot.ErrInvalid, spec, p)
+		}
+	}()
+	s, err = cron.ParseStandard(spec)
 	if every, ok := strings.CutPrefix(spec, "@every "); ok && err == nil {
 		// cron rounds a zero or negative period up to a second; refuse it.
 		if d, perr := time.ParseDuration(every); perr != nil || d < time.Second {

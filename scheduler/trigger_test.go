@@ -104,7 +104,7 @@ func TestCronSchedules(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tt.want, next.UTC().Format(time.RFC3339), tt.spec)
 	}
-	for _, bad := range []string{"", "* * *", "61 * * * *", "@every", "@every -5m", "@every 0s", "@every 500ms", "CRON_TZ=Mars/Base * * * * *", "@weird"} {
+	for _, bad := range []string{"", "* * *", "61 * * * *", "@every", "@every -5m", "@every 0s", "@every 500ms", "CRON_TZ=Mars/Base * * * * *", "@weird", "TZ=", "CRON_TZ=Europe/Berlin"} {
 		_, err := parseSchedule(bad)
 		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
 		require.Contains(t, err.Error(), bad)
