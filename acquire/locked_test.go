@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -522,4 +523,23 @@ func TestExponentialRetry(t *testing.T) {
 	}
 	d, _ := DefaultRetry(1, nil)
 	require.InDelta(t, time.Second, d, float64(200*time.Millisecond))
+}
+
+// TestBudgetsFollowPools: a pool's connection budget goes away with the pool.
+func TestBudgetsFollowPools(t *testing.T) {
+	f := newFixture(t, 0)
+	entries := func() int {
+		n := 0
+		budgets.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	before := entries()
+	func() {
+		pool, err := pgxpool.New(context.Background(), pgtest.URL(t))
+		require.NoError(t, err)
+		f.queueOn(pool, Options{})
+		require.Equal(t, before+1, entries())
+		pool.Close()
+	}()
+	require.Eventually(t, func() bool { runtime.GC(); return entries() == before }, 5*time.Second, 10*time.Millisecond)
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -166,10 +168,14 @@ type budget struct {
 	slots chan struct{}
 }
 
-var budgets sync.Map // *pgxpool.Pool → *budget
+// budgets holds one budget per pool. The key is a weak pointer and the
+// entry is removed when the pool is garbage collected, so programs that open
+// pools per tenant do not accumulate them.
+var budgets sync.Map // weak.Pointer[pgxpool.Pool] → *budget
 
 func budgetFor(pool *pgxpool.Pool, reserve int) (*budget, error) {
-	if b, ok := budgets.Load(pool); ok {
+	key := weak.Make(pool)
+	if b, ok := budgets.Load(key); ok {
 		return b.(*budget), nil
 	}
 	size := int(pool.Config().MaxConns) - reserve
@@ -177,7 +183,10 @@ func budgetFor(pool *pgxpool.Pool, reserve int) (*budget, error) {
 		return nil, fmt.Errorf("%w: MaxConns is %d and %d connections are reserved for finishing work; raise pool_max_conns to at least %d",
 			ErrPoolTooSmall, pool.Config().MaxConns, reserve, reserve+1)
 	}
-	b, _ := budgets.LoadOrStore(pool, &budget{slots: make(chan struct{}, size)})
+	b, loaded := budgets.LoadOrStore(key, &budget{slots: make(chan struct{}, size)})
+	if !loaded {
+		runtime.AddCleanup(pool, func(k weak.Pointer[pgxpool.Pool]) { budgets.Delete(k) }, key)
+	}
 	return b.(*budget), nil
 }
 

@@ -175,6 +175,7 @@ func (s *Scheduler) dispatch(ctx, work context.Context, workers *sync.WaitGroup,
 		for j := s.pick(); j != nil; j = s.pick() {
 			j.running++
 			s.running++
+			seen := j.wakes
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
@@ -182,7 +183,9 @@ func (s *Scheduler) dispatch(ctx, work context.Context, workers *sync.WaitGroup,
 				s.mu.Lock()
 				j.running--
 				s.running--
-				if !more {
+				// A wake-up that came while the unit looked may be for a
+				// slot it did not see: keep looking then.
+				if !more && j.wakes == seen {
 					j.hasWork = false
 				}
 				s.mu.Unlock()

@@ -90,6 +90,9 @@ type job struct {
 	covered   time.Time // end of what is materialized as far as this process knows
 	// guarded by Scheduler.mu
 	hasWork bool
+	// wakes counts wake-ups, so a worker that found nothing clears hasWork
+	// only if no wake-up arrived while it looked.
+	wakes   uint64
 	running int
 	limit   int
 }
@@ -262,6 +265,7 @@ func (s *Scheduler) materialize(ctx context.Context, j *job, from time.Time) err
 func (s *Scheduler) wake(j *job) {
 	s.mu.Lock()
 	j.hasWork = true
+	j.wakes++
 	s.mu.Unlock()
 	s.pokeDispatcher()
 }
@@ -270,6 +274,7 @@ func (s *Scheduler) wakeAll() {
 	s.mu.Lock()
 	for _, j := range s.jobs {
 		j.hasWork = true
+		j.wakes++
 	}
 	s.mu.Unlock()
 	s.pokeDispatcher()

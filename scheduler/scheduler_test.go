@@ -371,3 +371,40 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// TestNoLostWakeUps re-opens a slot the moment its previous run completes,
+// many times: a wake-up arriving while a worker is looking must not be
+// dropped (it would wait for the poll, here a minute).
+func TestNoLostWakeUps(t *testing.T) {
+	db := pgtest.New(t)
+	g := series(t, "rewake", "PT1M")
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	done := make(chan struct{}, 1)
+	s := New(db.Pool, Options{Schema: db.Schema, PollInterval: time.Minute})
+	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(time.Minute),
+		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
+			select {
+			case done <- struct{}{}:
+			default:
+			}
+			return nil
+		}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, s.Start(ctx))
+	defer func() { require.NoError(t, s.Stop(context.Background())) }()
+	cov, err := coverage.New(ctx, db.Pool, g, coverage.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	for i := range 200 {
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("round %d: the re-opened slot waited for the poll", i)
+		}
+		require.Eventually(t, func() bool {
+			return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
+		}, 3*time.Second, time.Millisecond)
+		_, err := cov.Reopen(ctx, start, start.Add(time.Minute), coverage.ReopenOptions{Reason: "again"})
+		require.NoError(t, err)
+	}
+}
