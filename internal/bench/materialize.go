@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/almanacdev/almanac/coverage"
+)
+
+// rawMaterialize is the ceiling of materialization: one INSERT … SELECT
+// generate_series into the same indexed table.
+const rawMaterialize = `INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end)
+	SELECT $1, $2, g, g + interval '1 minute'
+	FROM generate_series($3::timestamptz, $4::timestamptz - interval '1 minute', interval '1 minute') AS g`
+
+// runMaterialize: materializing a range into an empty series against one
+// raw INSERT … SELECT of the same rows.
+func runMaterialize(ctx context.Context, e *env) ([]Row, error) {
+	s, err := e.newSchema(ctx, "materialize")
+	if err != nil {
+		return nil, err
+	}
+	defer s.drop()
+	grid, err := s.series(ctx, "bench")
+	if err != nil {
+		return nil, err
+	}
+	cov, err := coverage.New(ctx, e.admin, grid, coverage.Options{Schema: s.name})
+	if err != nil {
+		return nil, err
+	}
+	n := e.size.materialize
+	timed := func(ctx context.Context, insert func() (int64, error)) (float64, error) {
+		if err := s.fresh(ctx, grid, 0, ""); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		inserted, err := insert()
+		elapsed := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if inserted != int64(n) {
+			return 0, fmt.Errorf("inserted %d slots, expected %d", inserted, n)
+		}
+		return elapsed.Seconds(), nil
+	}
+	p, err := e.interleave(ctx,
+		func(ctx context.Context) (float64, error) {
+			return timed(ctx, func() (int64, error) {
+				res, err := cov.Materialize(ctx, at(0), at(n), coverage.MaterializeOptions{})
+				return res.Inserted, err
+			})
+		},
+		func(ctx context.Context) (float64, error) {
+			return timed(ctx, func() (int64, error) {
+				return s.exec(ctx, rawMaterialize, grid.Name(), grid.Interval().String(), at(0), at(n))
+			})
+		})
+	if err != nil {
+		return nil, err
+	}
+	return []Row{p.row("materialize", fmt.Sprintf("materialize %s slots into an empty series", count(n)),
+		Figure{Label: "almanac", Unit: Seconds}, Figure{Label: "INSERT … SELECT", Unit: Seconds}, &Bar{Value: 1.2})}, nil
+}

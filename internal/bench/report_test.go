@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMedianAndPercentile(t *testing.T) {
+	require.Equal(t, 0.0, median(nil))
+	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	require.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	xs := make([]float64, 200)
+	for i := range xs {
+		xs[i] = float64(200 - i)
+	}
+	require.Equal(t, 198.0, percentile(xs, 99))
+	require.Equal(t, 100.0, percentile(xs, 50))
+	require.Equal(t, 0.0, percentile(nil, 99))
+}
+
+func TestRowRatioIsTheMedianOfPairedRatios(t *testing.T) {
+	p := pair{engine: []float64{10, 20, 30}, baseline: []float64{10, 10, 60}}
+	r := p.row("x", "x", Figure{Unit: SlotsPerSecond}, Figure{Unit: SlotsPerSecond}, &Bar{AtLeast: true, Value: 0.9})
+	require.Equal(t, 20.0, r.Engine.Value)
+	require.Equal(t, 10.0, r.Baseline.Value)
+	require.Equal(t, 1.0, r.Ratio, "ratios 1, 2 and 0.5")
+	r.judge()
+	require.Equal(t, Pass, r.Result)
+}
+
+func TestJudge(t *testing.T) {
+	for _, c := range []struct {
+		row  Row
+		want Result
+		note string
+	}{
+		{Row{Ratio: 0.05, Bar: &Bar{Value: 0.1}}, Pass, ""},
+		{Row{Ratio: 0.2, Bar: &Bar{Value: 0.1}}, Miss, ""},
+		{Row{Ratio: 1.2, Bar: &Bar{AtLeast: true, Value: 1, Stretch: 1.5}}, Pass, "stretch 1.50×: not met"},
+		{Row{Ratio: 1.6, Bar: &Bar{AtLeast: true, Value: 1, Stretch: 1.5}}, Pass, "stretch 1.50×: met"},
+		{Row{Ratio: 40, Engine: Figure{Value: 101, Unit: Milliseconds}, Bar: &Bar{OnEngine: true, Value: 100}}, Miss, ""},
+		{Row{Ratio: 3}, Info, ""},
+	} {
+		c.row.judge()
+		require.Equal(t, c.want, c.row.Result, "%+v", c.row)
+		require.Equal(t, c.note, c.row.Note)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	rep := Report{Rows: []Row{
+		{ID: "a", Name: "gaps", Engine: Figure{Label: "almanac", Value: 106, Unit: Milliseconds},
+			Baseline: Figure{Label: "anti-join", Value: 1733, Unit: Milliseconds}, Ratio: 0.0612, Bar: &Bar{Value: 0.1}, Result: Pass},
+		{ID: "b", Name: "vs River", Engine: Figure{Label: "almanac", Value: 67_349, Unit: SlotsPerSecond, Samples: []float64{67_349}},
+			Baseline: Figure{Label: "River", Unit: SlotsPerSecond}, Bar: &Bar{AtLeast: true, Value: 2}, Result: Skipped, Note: "no go command"},
+	}, Notes: []string{"a run note"}}
+	var b strings.Builder
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	for _, want := range []string{"106 ms", "anti-join 1733 ms", "0.061×", "≤ 0.10×", "pass",
+		"67.3k slots/s", "River —", "≥ 2.00×", "skipped", "b: no go command", "a run note"} {
+		require.Contains(t, out, want)
+	}
+}
+
+func TestWiden(t *testing.T) {
+	msg := "m"
+	args := widen([]any{"name", []string{"COMPLETE"}, []*string{&msg}, []int64{7, 8}, 3}, 3)
+	require.Equal(t, "name", args[0])
+	require.Equal(t, []string{"COMPLETE", "COMPLETE", "COMPLETE"}, args[1])
+	require.Equal(t, []*string{&msg, &msg, &msg}, args[2])
+	require.Equal(t, []int64{7, 8}, args[3], "only arrays of one element are widened")
+	require.Equal(t, 3, args[4])
+}
+
+func TestCount(t *testing.T) {
+	require.Equal(t, "1M", count(1_000_000))
+	require.Equal(t, "20k", count(20_000))
+	require.Equal(t, "300", count(300))
+	require.Equal(t, "1500", count(1_500))
+	require.Equal(t, time.Date(2020, 1, 1, 0, 2, 0, 0, time.UTC), at(2))
+}
