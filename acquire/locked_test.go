@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -528,18 +529,19 @@ func TestExponentialRetry(t *testing.T) {
 // TestBudgetsFollowPools: a pool's connection budget goes away with the pool.
 func TestBudgetsFollowPools(t *testing.T) {
 	f := newFixture(t, 0)
-	entries := func() int {
-		n := 0
-		budgets.Range(func(any, any) bool { n++; return true })
-		return n
-	}
-	before := entries()
+	var key weak.Pointer[pgxpool.Pool]
 	func() {
 		pool, err := pgxpool.New(context.Background(), pgtest.URL(t))
 		require.NoError(t, err)
 		f.queueOn(pool, Options{})
-		require.Equal(t, before+1, entries())
+		key = weak.Make(pool)
+		_, ok := budgets.Load(key)
+		require.True(t, ok)
 		pool.Close()
 	}()
-	require.Eventually(t, func() bool { runtime.GC(); return entries() == before }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		_, ok := budgets.Load(key)
+		return !ok
+	}, 5*time.Second, 10*time.Millisecond)
 }

@@ -60,6 +60,11 @@ type ReopenResult struct {
 // its message becomes the reason, attempts, fail_count, not_before and the
 // previous run's data and completed_at are cleared; its fence is kept.
 //
+// A slot completed a moment ago can also show up as held: a worker's
+// concurrent acquisition attempt may still hold its row lock (READ
+// COMMITTED re-checks the locked row, finds it no longer acquirable, and
+// keeps the lock until that transaction ends). Re-open it again shortly.
+//
 // Slots in flight are never changed and never waited for: ACQUIRED slots,
 // and slots another transaction has locked — including AVAILABLE slots that
 // a locked-mode worker is working on, found by trying to lock them too — are
