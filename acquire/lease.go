@@ -262,7 +262,10 @@ func (l *Lease) guarded(ctx context.Context, what, sql string, extra ...any) err
 }
 
 // Extend renews many leases of this queue with one statement and returns
-// the ones found lost (their Lost channels are closed).
+// the ones found lost (their Lost channels are closed). A lease whose row
+// another transaction has locked at that moment is neither renewed nor
+// lost: it is tried again at the next extension, rather than making the
+// others wait.
 func (q *Queue) Extend(ctx context.Context, leases []*Lease) (lost []*Lease, err error) {
 	return q.many(ctx, "extend", q.sql.extend, leases, true)
 }
@@ -282,7 +285,7 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 	for i, l := range leases {
 		starts[i], fences[i] = l.Start, l.Fence
 	}
-	kept := map[time.Time]time.Time{}
+	kept := map[time.Time]*time.Time{} // nil: ours, but busy (extend only)
 	err := q.write(ctx, func(b *pgx.Batch) {
 		clear(kept)
 		var args []any
@@ -292,7 +295,8 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 			args = []any{q.name, q.interval, starts, q.opts.Owner, fences}
 		}
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-			var start, until time.Time
+			var start time.Time
+			var until *time.Time
 			dest := []any{&start}
 			if extend {
 				dest = append(dest, &until)
@@ -316,9 +320,11 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 			continue
 		}
 		if extend {
-			l.mu.Lock()
-			l.until = until
-			l.mu.Unlock()
+			if until != nil {
+				l.mu.Lock()
+				l.until = *until
+				l.mu.Unlock()
+			}
 		} else {
 			l.finished.Store(true)
 		}

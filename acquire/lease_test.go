@@ -407,3 +407,34 @@ func TestCompleterBatches(t *testing.T) {
 	defer quick.Close()
 	require.NoError(t, quick.Complete(ctx, more[0]))
 }
+
+// TestHeartbeatDoesNotQueueBehindALockedRow: one of a holder's leases is
+// row-locked by another transaction for a long time; the heartbeat still
+// renews the others at once, and does not declare the busy one lost.
+func TestHeartbeatDoesNotQueueBehindALockedRow(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	q := f.queue(Options{LeaseTTL: time.Minute})
+	leases, err := q.Claim(ctx, 2)
+	require.NoError(t, err)
+	tx, err := f.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, effect(f.schema), leases[0].Start, 0, "x") // any statement, then lock the row
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT 1 FROM "+f.schema+".slot WHERE slot_start = $1 FOR NO KEY UPDATE", leases[0].Start)
+	require.NoError(t, err)
+
+	began := time.Now()
+	before := leases[1].Until()
+	lost, err := q.Extend(ctx, leases)
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	require.Less(t, time.Since(began), 2*time.Second, "no waiting for the locked row")
+	require.True(t, leases[1].Until().After(before), "the free lease was renewed")
+	select {
+	case <-leases[0].Lost():
+		t.Fatal("a busy lease is not lost")
+	default:
+	}
+}

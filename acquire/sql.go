@@ -125,11 +125,29 @@ FROM picked AS p
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = p.slot_start
 RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, p.took_over, s.fence, s.lease_until`),
 
-		extend: r(`UPDATE {{schema}}.slot AS s SET lease_until = clock_timestamp() + $5 * interval '1 microsecond'
-FROM unnest($3::timestamptz[], $6::bigint[]) AS v(slot_start, fence)
-WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start
-  AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
-RETURNING s.slot_start, s.lease_until`),
+		// A heartbeat must not queue behind a row another transaction has
+		// locked (a locked-mode worker taking an expired lease over holds
+		// it for a whole job), or every other lease of the holder would
+		// expire meanwhile. So it extends the rows it can lock now and
+		// reports, for each lease still ours, the new deadline or NULL when
+		// the row was busy; a lease missing from the result is lost.
+		extend: r(`WITH v AS (
+    SELECT * FROM unnest($3::timestamptz[], $6::bigint[]) AS v(slot_start, fence)
+), ours AS (
+    SELECT s.slot_start FROM {{schema}}.slot AS s JOIN v USING (slot_start)
+    WHERE s.name = $1 AND s."interval" = $2 AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
+), free AS (
+    SELECT s.slot_start FROM {{schema}}.slot AS s JOIN ours USING (slot_start)
+    WHERE s.name = $1 AND s."interval" = $2
+    FOR NO KEY UPDATE OF s SKIP LOCKED
+), extended AS (
+    UPDATE {{schema}}.slot AS s SET lease_until = clock_timestamp() + $5 * interval '1 microsecond'
+    FROM free, v
+    WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = free.slot_start AND v.slot_start = free.slot_start
+      AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
+    RETURNING s.slot_start, s.lease_until
+)
+SELECT ours.slot_start, extended.lease_until FROM ours LEFT JOIN extended USING (slot_start)`),
 
 		complete: r(`UPDATE {{schema}}.slot SET
     status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
@@ -172,10 +190,12 @@ WHERE {{guard}}`),
 		// A locked-mode failure recorded after its transaction died (see
 		// recordTimeouts): only if the slot is as that transaction found it.
 		// It waits for the row lock (under a short lock_timeout) because
-		// the dead transaction's backend may take a moment to release it.
+		// the dead transaction's backend may take a moment to release it. A
+		// lease its old holder renewed meanwhile is left alone.
 		failOutOfBand: r(`WITH target AS (
     SELECT slot_start FROM {{schema}}.slot
-    WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND fence = $4 AND status IN ('AVAILABLE', 'ACQUIRED')
+    WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND fence = $4
+      AND (status = 'AVAILABLE' OR status = 'ACQUIRED' AND lease_until < clock_timestamp())
     FOR NO KEY UPDATE
 )
 UPDATE {{schema}}.slot AS s SET
