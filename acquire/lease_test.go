@@ -419,7 +419,7 @@ func TestHeartbeatDoesNotQueueBehindALockedRow(t *testing.T) {
 	require.NoError(t, err)
 	tx, err := f.db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck
+	defer tx.Rollback(ctx)                                           //nolint:errcheck
 	_, err = tx.Exec(ctx, effect(f.schema), leases[0].Start, 0, "x") // any statement, then lock the row
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, "SELECT 1 FROM "+f.schema+".slot WHERE slot_start = $1 FOR NO KEY UPDATE", leases[0].Start)

@@ -1,0 +1,66 @@
+// Package chaos is almanac's reliability suite: real worker processes, real
+// faults, and an exactly-once check from the outside. It has no API; its
+// test (TestChaos) is the suite, and internal/chaos/worker is the worker
+// program it builds.
+//
+// The test starts its own PostgreSQL cluster (pgcluster, TCP on 127.0.0.1,
+// durable settings so that an immediate shutdown is a real crash recovery).
+// A round, in a schema of its own, registers one series of 2,400
+// one-minute slots and starts ten worker
+// processes that mix locked mode (Queue.Run), batched locked mode
+// (Queue.RunBatch) and lease mode (Queue.Claim, KeepAlive,
+// Lease.CompleteTx); three of them connect as a role whose defaults are
+// hostile (short statement, lock and idle-in-transaction timeouts,
+// serializable isolation). The workers materialize the first part of the
+// range in overlapping pieces as they start. Every handler writes an effect
+// row in the slot's transaction and records its attempt in a ledger over a
+// separate connection; a trigger records every change of a slot's status,
+// fence or owner, with its transaction id.
+//
+// While the slots are worked, faults fire at random points of progress
+// drawn from a seed: SIGKILL of workers (restarted after), SIGSTOP of a
+// worker of each mode for longer than the lease and the locked-mode dead-man
+// timeout (then SIGCONT; meanwhile the suite checks that PostgreSQL ended
+// the frozen worker's transactions and that its leases expired, and ejects
+// the slot a frozen lease worker was working on, so that it wakes up to a
+// slot someone else holds), pg_terminate_backend of holders, re-opens of
+// completed ranges, a wave of concurrent overlapping materializations of
+// the rest of the range, and a fast and an immediate PostgreSQL restart.
+// When the faults are over, the workers must finish every slot within a
+// bound; then they are stopped and the invariants are checked:
+//
+//   - every slot of the range is COMPLETE, or SKIP where the workers were
+//     told to skip it, and coverage.Gaps finds no gap;
+//   - no slot, effect or ledger row lies outside the range;
+//   - one effect per slot per generation (a re-opened slot once more), each
+//     committed in the transaction that completed its slot;
+//   - the fences of accepted writes grow strictly per slot, a slot's fence
+//     never goes back, a lease is never taken over before it expired, and
+//     no write of a holder that had been fenced out was accepted;
+//   - every completion a worker saw acknowledged survived, and no write a
+//     worker saw refused was accepted;
+//   - ledger entries of one slot overlap only when the earlier holder was
+//     fenced out (refused, killed, frozen, cut off) or the later one's
+//     transaction rolled back before its token took effect.
+//
+// The seed fixes the plan: which faults fire, at which points of progress,
+// and the random choices they make. The interleaving with the workers is
+// not reproducible, so a replay runs the same plan, not the same history.
+// A failing invariant names the seed, the slot, and the ledger entries and
+// slot history involved. Under -race the workers are built with the race
+// detector too, and one that reports a race fails the round. The test prints a summary (faults by kind, slots,
+// effects, duplicates, refused stale writes, time to drain, seed) with -v.
+//
+// Environment:
+//
+//	ALMANAC_CHAOS_SEED=N    replay the round of seed N (default: the clock)
+//	ALMANAC_CHAOS_SOAK=30m  run rounds back to back (seeds N, N+1, …) for
+//	                        that long, on one cluster, stopping at the first
+//	                        failure
+//
+// For example:
+//
+//	go test -race -v -run TestChaos ./internal/chaos/
+//	ALMANAC_CHAOS_SEED=1234 go test -v -run TestChaos ./internal/chaos/
+//	ALMANAC_CHAOS_SOAK=30m go test -v -timeout 40m -run TestChaos ./internal/chaos/
+package chaos
