@@ -25,8 +25,8 @@ type MaterializeOptions struct {
 	// SkipReason, if set, inserts the missing slots as SKIP with this
 	// message instead of AVAILABLE, and wakes no one: a catch-up policy that
 	// gives up on slots missed during downtime keeps the hole visible this
-	// way. Existing slots are left alone as always (see Client.Skip to skip
-	// those too).
+	// way. Existing slots are left alone as always (see the Skip method of
+	// Client to skip those too).
 	SkipReason string
 	// Progress, if set, is called after each chunk.
 	Progress ProgressFunc

@@ -88,17 +88,17 @@ func (c *Client) Skip(ctx context.Context, from, to time.Time, opts SkipOptions)
 
 // skipChunk skips the slots of p in tx: the stored ones by sql, then the
 // missing ones, found and inserted under the series' writer lock.
-func (c *Client) skipChunk(ctx context.Context, tx pgx.Tx, sql string, reasonArg []any, p part, reason string, dryRun, ignoreConflicts bool, out *SkipResult) error {
+func (c *Client) skipChunk(ctx context.Context, tx pgx.Tx, sql string, reasonArg []any, p part, reason string, dryRun, ignoreConflicts bool, sum *SkipResult) error {
 	if err := c.lockSeries(ctx, tx); err != nil {
 		return err
 	}
 	var h heldScan
 	args := append([]any{c.name, c.interval, p.lo, p.hi}, reasonArg...)
 	if err := scanRow(tx.QueryRow(ctx, sql, args...), &h,
-		&out.Skipped, &out.Complete, &out.AlreadySkipped); err != nil {
+		&sum.Skipped, &sum.Complete, &sum.AlreadySkipped); err != nil {
 		return err
 	}
-	out.Held = h.appendTo(nil, c.grid.Location())
+	sum.Held = h.appendTo(nil, c.grid.Location())
 	gaps, err := c.searchGaps(ctx, tx, p)
 	if err != nil {
 		return err
@@ -106,7 +106,7 @@ func (c *Client) skipChunk(ctx context.Context, tx pgx.Tx, sql string, reasonArg
 	b := c.newBatch()
 	for _, g := range gaps {
 		if dryRun {
-			out.Inserted += g.Slots
+			sum.Inserted += g.Slots
 			continue
 		}
 		for sl := range c.grid.Slots(g.Start, g.End) {
@@ -116,6 +116,6 @@ func (c *Client) skipChunk(ctx context.Context, tx pgx.Tx, sql string, reasonArg
 	if b.len() == 0 {
 		return nil
 	}
-	out.Inserted, err = c.insertMissing(ctx, tx, &b, StatusSkip, &reason, ignoreConflicts)
+	sum.Inserted, err = c.insertMissing(ctx, tx, &b, StatusSkip, &reason, ignoreConflicts)
 	return err
 }

@@ -33,16 +33,16 @@ type statusResult struct {
 	LastCompleted  *string `json:"last_completed"`
 }
 
-func toStatusResult(grid slot.Series, st coverage.Status, stored bool) statusResult {
+func toStatusResult(grid slot.Series, status coverage.Status, stored bool) statusResult {
 	out := statusResult{
 		Name: grid.Name(), Interval: grid.Interval().String(), TimeZone: grid.Location().String(),
-		Slots: st.Slots, Complete: st.Complete, Skip: st.Skip, Available: st.Available, Backoff: st.Backoff,
-		Parked: st.Parked, Acquired: st.Acquired, LeaseExpired: st.LeaseExpired, Missing: st.Missing, Gaps: st.Gaps,
-		CoveredPercent: st.Covered(), FirstMissing: optionalTime(grid, st.FirstMissing),
-		OldestOpen: optionalTime(grid, st.OldestOpen), LastCompleted: optionalTime(grid, st.LastCompleted),
+		Slots: status.Slots, Complete: status.Complete, Skip: status.Skip, Available: status.Available, Backoff: status.Backoff,
+		Parked: status.Parked, Acquired: status.Acquired, LeaseExpired: status.LeaseExpired, Missing: status.Missing, Gaps: status.Gaps,
+		CoveredPercent: status.Covered(), FirstMissing: optionalTime(grid, status.FirstMissing),
+		OldestOpen: optionalTime(grid, status.OldestOpen), LastCompleted: optionalTime(grid, status.LastCompleted),
 	}
 	if stored {
-		out.From, out.To = optionalTime(grid, st.From), optionalTime(grid, st.To)
+		out.From, out.To = optionalTime(grid, status.From), optionalTime(grid, status.To)
 	}
 	return out
 }
@@ -106,7 +106,7 @@ is invisible to a read-only report.
 	return cmd
 }
 
-func (a *app) printStatus(grid slot.Series, st statusResult) error {
+func (a *app) printStatus(grid slot.Series, res statusResult) error {
 	orNone := func(s *string) string {
 		if s == nil {
 			return "-"
@@ -114,21 +114,21 @@ func (a *app) printStatus(grid slot.Series, st statusResult) error {
 		return *s
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "series\t%s %s (%s)\n", st.Name, st.Interval, st.TimeZone)
-	if st.From == nil {
+	fmt.Fprintf(tw, "series\t%s %s (%s)\n", res.Name, res.Interval, res.TimeZone)
+	if res.From == nil {
 		fmt.Fprintf(tw, "range\tno slots stored\n")
 	} else {
-		fmt.Fprintf(tw, "range\t[%s, %s)  %d slots\n", *st.From, *st.To, st.Slots)
+		fmt.Fprintf(tw, "range\t[%s, %s)  %d slots\n", *res.From, *res.To, res.Slots)
 	}
-	fmt.Fprintf(tw, "covered\t%.1f %%\n", st.CoveredPercent)
-	fmt.Fprintf(tw, "complete\t%d\n", st.Complete)
-	fmt.Fprintf(tw, "skipped\t%d\n", st.Skip)
-	fmt.Fprintf(tw, "available\t%d\n", st.Available)
-	fmt.Fprintf(tw, "in backoff\t%d\n", st.Backoff)
-	fmt.Fprintf(tw, "parked\t%d\n", st.Parked)
-	fmt.Fprintf(tw, "acquired\t%d (%d lease(s) expired)\n", st.Acquired, st.LeaseExpired)
-	fmt.Fprintf(tw, "missing\t%d in %d gap(s), first at %s\n", st.Missing, st.Gaps, orNone(st.FirstMissing))
-	fmt.Fprintf(tw, "oldest open\t%s\n", orNone(st.OldestOpen))
-	fmt.Fprintf(tw, "last completed\t%s\n", orNone(st.LastCompleted))
+	fmt.Fprintf(tw, "covered\t%.1f %%\n", res.CoveredPercent)
+	fmt.Fprintf(tw, "complete\t%d\n", res.Complete)
+	fmt.Fprintf(tw, "skipped\t%d\n", res.Skip)
+	fmt.Fprintf(tw, "available\t%d\n", res.Available)
+	fmt.Fprintf(tw, "in backoff\t%d\n", res.Backoff)
+	fmt.Fprintf(tw, "parked\t%d\n", res.Parked)
+	fmt.Fprintf(tw, "acquired\t%d (%d lease(s) expired)\n", res.Acquired, res.LeaseExpired)
+	fmt.Fprintf(tw, "missing\t%d in %d gap(s), first at %s\n", res.Missing, res.Gaps, orNone(res.FirstMissing))
+	fmt.Fprintf(tw, "oldest open\t%s\n", orNone(res.OldestOpen))
+	fmt.Fprintf(tw, "last completed\t%s\n", orNone(res.LastCompleted))
 	return tw.Flush()
 }
