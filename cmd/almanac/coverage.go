@@ -103,6 +103,21 @@ func (f *rangeFlags) checkSize(grid slot.Series, from, to time.Time) error {
 // openCoverage connects, loads the series and returns a client for it. An
 // unknown series is bad input (exit 2), like any other name that does not
 // exist.
+// openRange does what every range command starts with: it checks the
+// command line, opens the series' coverage client and reads --from and --to
+// in the series' zone.
+func (a *app) openRange(ctx context.Context, rf *rangeFlags, name string) (c *coverage.Client, from, to time.Time, err error) {
+	iv, err := rf.check(name, true)
+	if err != nil {
+		return nil, from, to, err
+	}
+	if c, err = a.openCoverage(ctx, name, iv); err != nil {
+		return nil, from, to, err
+	}
+	from, to, err = rf.resolve(c.Series())
+	return c, from, to, err
+}
+
 func (a *app) openCoverage(ctx context.Context, name string, iv slot.Interval) (*coverage.Client, error) {
 	pool, err := a.connectMigrated(ctx)
 	if err != nil {

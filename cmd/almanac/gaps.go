@@ -47,19 +47,11 @@ missing, for monitoring.
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			iv, err := rf.check(args[0], true)
-			if err != nil {
-				return err
-			}
-			c, err := a.openCoverage(ctx, args[0], iv)
+			c, from, to, err := a.openRange(ctx, &rf, args[0])
 			if err != nil {
 				return err
 			}
 			grid := c.Series()
-			from, to, err := rf.resolve(grid)
-			if err != nil {
-				return err
-			}
 			res := gapsResult{rangeJSON: toRangeJSON(grid, from, to), Gaps: []gapJSON{}}
 			res.Slots, _ = grid.Count(from, to)
 			for g, err := range c.Gaps(ctx, from, to) {

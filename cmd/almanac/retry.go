@@ -31,19 +31,11 @@ set of attempts. Locked slots are left alone and listed.
 		Args:    exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			iv, err := rf.check(args[0], true)
-			if err != nil {
-				return err
-			}
-			c, err := a.openCoverage(ctx, args[0], iv)
+			c, from, to, err := a.openRange(ctx, &rf, args[0])
 			if err != nil {
 				return err
 			}
 			grid := c.Series()
-			from, to, err := rf.resolve(grid)
-			if err != nil {
-				return err
-			}
 			bar, clear := a.progressBar("retry")
 			res, err := c.Retry(ctx, from, to, coverage.RetryOptions{DryRun: dryRun, Progress: bar})
 			clear()
