@@ -545,3 +545,16 @@ func TestBudgetsFollowPools(t *testing.T) {
 		return !ok
 	}, 5*time.Second, 10*time.Millisecond)
 }
+
+// TestSeriesMaxAttempts: a series' max_attempts, set in the series table by
+// any tool, parks its slots for workers that set no limit of their own.
+func TestSeriesMaxAttempts(t *testing.T) {
+	f := newFixture(t, 1)
+	f.exec(`UPDATE {{schema}}.series SET max_attempts = 1`)
+	res, _, err := f.queue(Options{}).Run(context.Background(), func(context.Context, pgx.Tx, Slot) error {
+		return errors.New("no")
+	})
+	require.NoError(t, err)
+	require.Equal(t, Parked, res.Outcome)
+	require.True(t, f.row(f.slotStart(0)).Parked)
+}

@@ -46,8 +46,7 @@ var (
 // missing slots; n below 1 counts as 1.
 func CatchUpLatest(n int) CatchUp { return CatchUp{kind: catchUpLatest, latest: max(n, 1)} }
 
-// String returns "all", "none" or "latest:N", the form ParseCatchUp reads
-// and the series table stores.
+// String returns "all", "none" or "latest:N", the form ParseCatchUp reads.
 func (c CatchUp) String() string {
 	switch c.kind {
 	case catchUpNone:

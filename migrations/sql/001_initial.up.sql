@@ -15,17 +15,14 @@ CREATE TABLE {{schema}}.series (
     "interval"   text        NOT NULL,
     time_zone    text        NOT NULL DEFAULT 'UTC',
     origin       timestamptz NOT NULL,
-    -- Per-series policies (used by the scheduler): how long after a slot ends
-    -- it becomes due (ISO-8601 duration), what to do with slots missed during
-    -- downtime ('all', 'none' or 'latest:N'), and after how many failed
-    -- attempts a slot is parked (NULL: never).
-    lag          text        NOT NULL DEFAULT 'PT0S',
-    catch_up     text        NOT NULL DEFAULT 'all',
+    -- After how many failures since its last success or re-open a slot of
+    -- this series is parked (NULL: never, unless a worker sets its own
+    -- limit). Workers read it when they start. Lag and catch-up policy are
+    -- properties of a job (the program that runs the series), not stored.
     max_attempts integer,
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (name, "interval"),
     CONSTRAINT series_name_check CHECK (name <> '' AND octet_length(name) <= 200),
-    CONSTRAINT series_catch_up_check CHECK (catch_up IN ('all', 'none') OR catch_up ~ '^latest:[1-9][0-9]*$'),
     CONSTRAINT series_max_attempts_check CHECK (max_attempts IS NULL OR max_attempts > 0)
 );
 
