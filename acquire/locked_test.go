@@ -558,3 +558,32 @@ func TestSeriesMaxAttempts(t *testing.T) {
 	require.Equal(t, Parked, res.Outcome)
 	require.True(t, f.row(f.slotStart(0)).Parked)
 }
+
+// TestTimeoutRecordedOutOfBand: the failure of a locked-mode run that
+// overran MaxWork and lost its connection is recorded afterwards only if
+// the slot is still acquirable: not over a lease renewed meanwhile.
+func TestTimeoutRecordedOutOfBand(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	q := f.queue(Options{Retry: fixedRetry(time.Hour)})
+	leases, err := f.queue(Options{LeaseTTL: time.Minute}).Claim(ctx, 1)
+	require.NoError(t, err)
+	live := leases[0]
+	timedOut := func(start time.Time, heldFence int64) Result {
+		s := Slot{Name: "report", Fence: heldFence + 1000, Attempt: 1, heldFence: heldFence}
+		s.Start = start
+		return Result{Slot: s, Outcome: Failed, Err: errors.New("overran"), Delay: time.Hour, timedOut: true}
+	}
+	results, err := q.recordTimeouts(ctx, []Result{timedOut(live.Start, live.Fence), timedOut(f.slotStart(1), 0)}, ErrConnectionLost)
+	require.ErrorIs(t, err, ErrConnectionLost)
+	require.Equal(t, Abandoned, results[0].Outcome, "a live lease is left alone")
+	require.Equal(t, Failed, results[1].Outcome, "an acquirable slot gets its failure")
+	r := f.row(live.Start)
+	require.Equal(t, "ACQUIRED", r.Status)
+	require.Equal(t, live.Fence, r.Fence)
+	r = f.row(f.slotStart(1))
+	require.Equal(t, "AVAILABLE", r.Status)
+	require.Equal(t, 1, r.FailCount)
+	require.Equal(t, "overran", *r.Message)
+	require.NoError(t, live.Complete(ctx), "the lease is still its holder's")
+}
