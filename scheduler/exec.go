@@ -99,6 +99,8 @@ func (c Command) run(ctx context.Context, l *acquire.Lease, mu *sync.Mutex) erro
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", c.Path, err)
 	}
+	running.Store(cmd.Process.Pid, struct{}{})
+	defer running.Delete(cmd.Process.Pid)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
@@ -138,6 +140,20 @@ func (c Command) stop(cmd *exec.Cmd, done <-chan error) error {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		return <-done
 	}
+}
+
+// running holds the process group ids of the commands running now.
+var running sync.Map
+
+// KillCommands sends SIGKILL to the process group of every command this
+// process is running. A program that must exit at once (a second SIGTERM)
+// calls it first, so no command outlives it unsupervised: their slots'
+// leases then expire and another process redoes them.
+func KillCommands() {
+	running.Range(func(pgid, _ any) bool {
+		_ = syscall.Kill(-pgid.(int), syscall.SIGKILL)
+		return true
+	})
 }
 
 func slotEnv(s acquire.Slot) []string {

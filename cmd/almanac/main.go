@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/almanacdev/almanac/scheduler"
+
 	// Zone rules travel with the binary, so it computes slot boundaries even
 	// on machines without a tz database (scratch and distroless images).
 	// A system tz database, when present, is still preferred by Go.
@@ -25,7 +27,8 @@ func main() {
 		<-signals
 		cancel()
 		sig := <-signals
-		fmt.Fprintf(os.Stderr, "almanac: second %s: exiting without waiting for running work\n", sig)
+		fmt.Fprintf(os.Stderr, "almanac: second %s: killing running commands and exiting without waiting\n", sig)
+		scheduler.KillCommands()
 		os.Exit(130)
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv))

@@ -46,7 +46,8 @@ the same series: each slot runs once.
 
 SIGTERM or SIGINT stops acquiring, lets running commands finish within
 --grace, then stops them; their slots are released for another process. A
-second signal exits at once.
+second signal kills the running commands and exits at once (status 130);
+their leases expire and other processes redo those slots.
 
 With --once: materialize what is due, run every acquirable slot, and exit 0 if
 all of them completed or were skipped, 1 if any failed.`,

@@ -277,3 +277,25 @@ func TestRunBadInput(t *testing.T) {
 	}
 	require.Equal(t, before, snapshot(t, schema), "nothing was written")
 }
+
+// TestRunSecondSignal: a second SIGTERM exits at once (130) and kills the
+// running command rather than leaving it behind unsupervised.
+func TestRunSecondSignal(t *testing.T) {
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	dir := t.TempDir()
+	job := script(t, `echo $$ > "`+dir+`/pid"; sleep 60`)
+	p := start(t, bin, "--schema", schema, "run", "stuck", "--interval", "PT1M", "--grace", "30s",
+		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "--", job)
+	waitFor(t, "the command to start", 20*time.Second, func() bool { _, err := os.Stat(dir + "/pid"); return err == nil })
+	raw, err := os.ReadFile(dir + "/pid")
+	require.NoError(t, err)
+	childPID, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	time.Sleep(300 * time.Millisecond) // the first starts a graceful stop, waiting up to --grace
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 130, p.wait(t, 5*time.Second))
+	require.Contains(t, p.stderr.String(), "second terminated")
+	waitFor(t, "the command to be killed", 5*time.Second, func() bool { return !processAlive(childPID) })
+}
