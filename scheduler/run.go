@@ -285,7 +285,7 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acqu
 		if res.Outcome != acquire.Abandoned {
 			res.Outcome, res.Err = acquire.Abandoned, werr
 		}
-		s.opts.Logger.Warn("almanac: recording the outcome failed", j.logArgs("slot", formatSlot(l.Slot.Slot), "error", werr)...)
+		s.opts.Logger.Warn("almanac: recording the outcome failed", j.logArgs("slot", l.Slot.Slot.String(), "error", werr)...)
 	}
 	return res
 }
@@ -301,7 +301,7 @@ func callLeaseHandler(ctx context.Context, h LeaseHandler, l *acquire.Lease) (er
 
 // report logs one slot outcome and passes it to OnResult.
 func (s *Scheduler) report(j *job, res acquire.Result) {
-	args := j.logArgs("slot", formatSlot(res.Slot.Slot), "attempt", res.Slot.Attempt,
+	args := j.logArgs("slot", res.Slot.Slot.String(), "attempt", res.Slot.Attempt,
 		"duration", res.Duration.Round(time.Microsecond), "outcome", string(res.Outcome))
 	if res.Err != nil && res.Outcome != acquire.Completed {
 		args = append(args, "error", res.Err.Error())

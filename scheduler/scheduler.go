@@ -14,7 +14,6 @@ import (
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
-	"github.com/almanacdev/almanac/slot"
 )
 
 // Defaults of Options.
@@ -313,10 +312,7 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// seriesArgs are the log attributes of a job.
+// logArgs returns the log attributes of a job, followed by extra.
 func (j *job) logArgs(extra ...any) []any {
 	return append([]any{"series", j.Series.Name(), "interval", j.Series.Interval().String()}, extra...)
 }
-
-// formatSlot is the slot text of a result, for logs.
-func formatSlot(s slot.Slot) string { return s.String() }
