@@ -30,7 +30,7 @@ func FuzzParseCatchUp(f *testing.F) {
 
 func FuzzCheckSchedule(f *testing.F) {
 	for _, s := range []string{"*/5 * * * *", "@every 90s", "@hourly", "CRON_TZ=Europe/Berlin 30 2 * * *", "61 * * * *",
-		"@every 0s", "@every -1m", "TZ=UTC 0 0 1 1 *", "0 0 31 2 *", ""} {
+		"@every 0s", "@every -1m", "TZ=UTC 0 0 1 1 *", "0 0 31 2 *", "0 0 29 2 *", "0 0 30 2 1", ""} {
 		f.Add(s)
 	}
 	g, err := slot.NewSeries("f", slot.MustParseInterval("PT5M"), nil, time.Time{})
@@ -41,15 +41,16 @@ func FuzzCheckSchedule(f *testing.F) {
 	f.Fuzz(func(t *testing.T, spec string) {
 		s, err := parseSchedule(spec)
 		if err != nil {
-			if !errors.Is(err, slot.ErrInvalid) {
-				t.Fatalf("error for %q is not ErrInvalid: %v", spec, err)
+			if !errors.Is(err, slot.ErrInvalid) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error for %q is not a one-line ErrInvalid: %v", spec, err)
 			}
 			return
 		}
-		// An accepted schedule either fires after now or says it never will.
+		// An accepted schedule fires after now: one that never fires is
+		// refused.
 		next, err := trigger{schedule: s, grid: g}.next(now)
-		if err == nil && !next.After(now) {
-			t.Fatalf("%q fires at %s, not after %s", spec, next, now)
+		if err != nil || !next.After(now) {
+			t.Fatalf("%q was accepted but fires at %s (%v), not after %s", spec, next, err, now)
 		}
 	})
 }

@@ -20,8 +20,9 @@ type trigger struct {
 
 // parseSchedule reads a cron spec: five fields (minute hour day month
 // weekday), a descriptor such as @hourly or @every 5m, optionally prefixed
-// with CRON_TZ=<zone> (the zone of the fields; default UTC). Errors wrap
-// slot.ErrInvalid.
+// with CRON_TZ=<zone> (the zone of the fields; default UTC). A spec that
+// never fires (February 30) is refused: it does not fire within lookAhead
+// years. Errors wrap slot.ErrInvalid.
 func parseSchedule(spec string) (s cron.Schedule, err error) {
 	defer func() {
 		// cron v3 panics on some malformed input (a TZ= prefix without a
@@ -41,7 +42,33 @@ func parseSchedule(spec string) (s cron.Schedule, err error) {
 		return nil, fmt.Errorf("%w: schedule %q: %v; expected a cron spec such as \"*/5 * * * *\", \"CRON_TZ=Europe/Berlin 0 2 * * *\" or \"@every 5m\"",
 			slot.ErrInvalid, spec, err)
 	}
+	// A spec has no year field, so whether it ever fires does not depend on
+	// when it is asked: the wall clock only picks which decade is searched.
+	if nextFiring(s, time.Now()).IsZero() {
+		return nil, fmt.Errorf("%w: schedule %q never fires: no time matches it within %d years (is its day of the month missing from its months?); expected a spec such as \"0 0 28 2 *\"",
+			slot.ErrInvalid, spec, lookAheadYears)
+	}
 	return s, nil
+}
+
+// lookAheadYears is how far ahead a schedule must fire. A spec that fires at
+// all fires within any eight years (a leap day, across a century year that
+// is not a leap year), so one that does not within ten never will.
+const lookAheadYears = 10
+
+// nextFiring returns the first firing of s after t within lookAheadYears,
+// or the zero time. cron's own search gives up after about five years, so
+// it is resumed from where it stopped.
+func nextFiring(s cron.Schedule, t time.Time) time.Time {
+	limit := t.AddDate(lookAheadYears, 0, 0)
+	// Next(from) searches to the end of the fifth year after from's year,
+	// so restarting five years later leaves no time unsearched.
+	for from := t; from.Before(limit); from = from.AddDate(5, 0, 0) {
+		if next := s.Next(from); !next.IsZero() {
+			return next
+		}
+	}
+	return time.Time{}
 }
 
 // CheckSchedule reports whether spec is a cron spec the scheduler accepts
@@ -64,7 +91,7 @@ func dueTo(grid slot.Series, lag time.Duration, now time.Time) (time.Time, error
 // next returns when the trigger fires next after now.
 func (t trigger) next(now time.Time) (time.Time, error) {
 	if t.schedule != nil {
-		next := t.schedule.Next(now)
+		next := nextFiring(t.schedule, now)
 		if next.IsZero() {
 			return time.Time{}, fmt.Errorf("schedule never fires again after %s", now.Format(time.RFC3339))
 		}

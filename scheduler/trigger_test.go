@@ -111,6 +111,36 @@ func TestCronSchedules(t *testing.T) {
 	}
 }
 
+// TestScheduleThatNeverFires: "0 0 30 2 *" (February 30) was accepted and
+// the job silently never ran. A spec is refused unless it fires within ten
+// years; a leap-day spec (every four years, eight across 2100) is accepted
+// and found from any start, also where cron's own five-year search gives up.
+func TestScheduleThatNeverFires(t *testing.T) {
+	for _, never := range []string{"0 0 30 2 *", "0 0 31 4 *", "0 0 31 2,4,6,9,11 *", "CRON_TZ=Europe/Berlin 0 12 30 2 *", "0 0 31 11 *"} {
+		err := CheckSchedule(never)
+		require.ErrorIs(t, err, slot.ErrInvalid, never)
+		require.ErrorContains(t, err, "never fires", never)
+		require.ErrorContains(t, err, never)
+	}
+	g := grid(t, "P1D", "UTC")
+	for _, tt := range []struct{ spec, now, want string }{
+		{"0 0 29 2 *", "2026-03-01T00:00:00Z", "2028-02-29T00:00:00Z"},
+		// 2100 is no leap year: from 2097 cron finds nothing within five
+		// years; the next leap day is in 2104.
+		{"0 0 29 2 *", "2097-03-01T00:00:00Z", "2104-02-29T00:00:00Z"},
+		// Day of month and day of week restricted together fire on either:
+		// February 30 never comes, February's Mondays do.
+		{"0 0 30 2 1", "2026-03-01T00:00:00Z", "2027-02-01T00:00:00Z"},
+	} {
+		require.NoError(t, CheckSchedule(tt.spec), tt.spec)
+		s, err := parseSchedule(tt.spec)
+		require.NoError(t, err)
+		next, err := trigger{schedule: s, grid: g}.next(at(t, tt.now, nil))
+		require.NoError(t, err, tt.spec)
+		require.Equal(t, tt.want, next.UTC().Format(time.RFC3339), tt.spec)
+	}
+}
+
 func TestParseCatchUp(t *testing.T) {
 	for text, want := range map[string]CatchUp{
 		"all": CatchUpAll, "none": CatchUpNone, "latest:3": CatchUpLatest(3), "latest 1": CatchUpLatest(1),

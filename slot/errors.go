@@ -3,7 +3,7 @@ package slot
 import "errors"
 
 // ErrInvalid is matched (with errors.Is) by every error this package returns
-// for bad input: a malformed interval, time, zone, name or slot text, a
+// for bad input: a malformed interval, time, zone, name, reason or slot text, a
 // reversed or oversized range, or an instant outside the supported years.
 // Programs map it to "usage error"; the CLI exits 2 on it.
 var ErrInvalid = errors.New("invalid input")
@@ -15,6 +15,7 @@ var (
 	ErrZone         error = inputError("invalid time zone")
 	ErrName         error = inputError("invalid series name")
 	ErrSlot         error = inputError("invalid slot")
+	ErrReason       error = inputError("invalid reason")
 	ErrRange        error = inputError("invalid range")
 	ErrTooManySlots error = inputError("too many slots")
 	// ErrNoSlot is returned for a grid position whose local date the time

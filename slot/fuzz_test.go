@@ -91,7 +91,11 @@ func FuzzGrid(f *testing.F) {
 		}
 		s, err := slot.NewSeries("f", iv, fuzzZone(t, z), origin)
 		if err != nil {
-			t.Fatal(err)
+			// Refused only when the origin's slot would end after MaxTime.
+			if !errors.Is(err, slot.ErrTime) || slot.MaxTime.Sub(origin) > 400*24*time.Hour {
+				t.Fatal(err)
+			}
+			return
 		}
 		at := time.UnixMicro(lo + mod(atMicros, hi-lo))
 		mean := iv.Clock() + time.Duration(iv.Days())*24*time.Hour + time.Duration(iv.Months())*730*time.Hour

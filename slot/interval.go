@@ -35,15 +35,27 @@ type Interval struct {
 	micros int64 // clock part in microseconds (PostgreSQL's resolution)
 }
 
-// Limits on the parts of an interval. Anything larger cannot produce two
-// slots between the years 1 and 9999, the range this package supports.
+// Limits on intervals. The supported years (MinTime to MaxTime, about 9,999
+// years) must hold several slots of every series, so an interval is at most
+// MaxInterval long, and its clock part at most the longest time.Duration,
+// about 292 years, so that Interval.Clock never overflows.
 const (
-	maxMonths = 9999 * 12
-	maxDays   = 9999 * 366
-	// maxMicros is the largest clock part: the longest time.Duration, about
-	// 292 years, so that Interval.Clock never overflows.
-	maxMicros = math.MaxInt64 / 1000
+	// micros in a mean Gregorian year (365.2425 days) and a mean month
+	// (a twelfth of it): the nominal length of calendar parts.
+	yearMicros  = 31_556_952e6
+	monthMicros = yearMicros / 12
+	dayMicros   = 86_400e6
+	// maxNominal is the length of MaxInterval, P1000Y.
+	maxNominal = 1000 * yearMicros
+	maxMonths  = maxNominal / monthMicros
+	maxDays    = maxNominal / dayMicros
+	maxMicros  = math.MaxInt64 / 1000
 )
+
+// MaxInterval is the longest interval, P1000Y. An interval's length is
+// compared in mean Gregorian years of 365.2425 days (a month is a twelfth of
+// one), so P12000M and P365242D are accepted and P1000Y1D is not.
+const MaxInterval = "P1000Y"
 
 // ParseInterval parses an ISO-8601 duration such as PT5M, PT1H, P1D, P1W,
 // P1M, P3M, P1Y or P1DT12H and returns it in canonical form.
@@ -76,20 +88,22 @@ func ParseInterval(text string) (Interval, error) {
 			return bad("fractional %s (%g); calendar parts must be whole numbers because their length depends on the date", part.unit, part.v)
 		}
 	}
+	tooLong := "too large: longer than " + MaxInterval + ", the longest interval (years of 365.2425 days), so that the supported years 0001 to 9999 hold several slots"
 	if d.Years > maxMonths/12 || d.Months > maxMonths || d.Weeks > maxDays/7 || d.Days > maxDays {
-		return bad("calendar part too large; slots must fit between the years 1 and 9999")
+		return bad("%s", tooLong)
 	}
 	var iv Interval
 	iv.months = int64(d.Years)*12 + int64(d.Months)
 	iv.days = int64(d.Weeks)*7 + int64(d.Days)
-	if iv.months > maxMonths || iv.days > maxDays {
-		return bad("calendar part too large; slots must fit between the years 1 and 9999")
-	}
 	micros, why := clockMicros(d.Hours, d.Minutes, d.Seconds)
 	if why != "" {
 		return bad("%s", why)
 	}
 	iv.micros = micros
+	// Each part is below the limit, so the sum cannot overflow.
+	if iv.months*monthMicros+iv.days*dayMicros+iv.micros > maxNominal {
+		return bad("%s", tooLong)
+	}
 	if iv.months == 0 && iv.days == 0 && iv.micros == 0 {
 		return bad("zero length; expected a positive duration such as PT5M or P1D")
 	}

@@ -30,12 +30,31 @@ type Series struct {
 // MaxNameLen is the longest series name, in bytes.
 const MaxNameLen = 200
 
-// CheckName reports whether name can name a series: 1 to MaxNameLen bytes of
-// UTF-8 without control characters (NUL cannot be stored in PostgreSQL
-// text; tabs and newlines would make logs and tables ambiguous). Quotes,
-// semicolons and any other printable character are fine: names are only
-// ever passed to the database as parameters.
+// CheckName reports whether name can name a new series: 1 to MaxNameLen
+// bytes of UTF-8 without control characters (NUL cannot be stored in
+// PostgreSQL text; tabs and newlines would make logs and tables ambiguous)
+// and without invisible characters — format characters (Unicode category
+// Cf: zero-width spaces and joiners, bidirectional controls, the byte order
+// mark, the soft hyphen) and the separators U+2028 and U+2029 — so that two
+// different series never print alike. Quotes, semicolons and any other
+// printable character are fine: names are only ever passed to the database
+// as parameters. Errors wrap ErrName and name the name, escaped.
 func CheckName(name string) error {
+	if err := checkStoredName(name); err != nil {
+		return err
+	}
+	for _, r := range name {
+		if isInvisible(r) {
+			return fmt.Errorf("%w %q: contains invisible character %U; a name must print as what it is", ErrName, abbreviate(name), r)
+		}
+	}
+	return nil
+}
+
+// checkStoredName is what any stored series name satisfies: CheckName
+// without the rule on invisible characters, which a series registered by
+// another tool may contain and must stay usable with.
+func checkStoredName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty; expected a name such as sensor_report", ErrName)
@@ -45,7 +64,7 @@ func CheckName(name string) error {
 		return fmt.Errorf("%w %q: not valid UTF-8", ErrName, abbreviate(name))
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+		if isControl(r) {
 			return fmt.Errorf("%w %q: contains control character %U", ErrName, abbreviate(name), r)
 		}
 	}
@@ -96,9 +115,15 @@ func DefaultOrigin(iv Interval, loc *time.Location) time.Time {
 }
 
 // NewSeries returns the grid of series name with interval iv in loc (nil
-// means UTC). A zero origin means DefaultOrigin(iv, loc). The origin must
-// lie within [MinTime, MaxTime] and be a whole number of microseconds, the
-// precision PostgreSQL stores. Errors wrap ErrInvalid.
+// means UTC). A zero origin means DefaultOrigin(iv, loc). The origin must be
+// a whole number of microseconds, the precision PostgreSQL stores, and its
+// slot (slot 0, [origin, origin + iv)) must lie within [MinTime, MaxTime].
+// Errors wrap ErrInvalid.
+//
+// The name must satisfy CheckName except for its rule on invisible
+// characters: a series another tool stored with such a name stays usable.
+// Registering a new series (Client.Series in the root package, the
+// scheduler, `almanac series add`) applies CheckName in full.
 //
 // In a zone whose DST shift is not a whole number of hours
 // (Australia/Lord_Howe moves by 30 minutes), a clock interval such as PT1H
@@ -106,7 +131,7 @@ func DefaultOrigin(iv Interval, loc *time.Location) time.Time {
 // hour in one season and at half past in the other. Choose a calendar
 // interval (P1D) or accept the shifted alignment there.
 func NewSeries(name string, iv Interval, loc *time.Location, origin time.Time) (Series, error) {
-	if err := CheckName(name); err != nil {
+	if err := checkStoredName(name); err != nil {
 		return Series{}, err
 	}
 	if iv.IsZero() {
@@ -128,7 +153,12 @@ func NewSeries(name string, iv Interval, loc *time.Location, origin time.Time) (
 		return Series{}, fmt.Errorf("%w: origin %s is finer than a microsecond", ErrTime, origin.Format(time.RFC3339Nano))
 	}
 	origin = origin.In(loc)
-	return Series{name: name, interval: iv, loc: loc, origin: origin, wall: civilOf(origin)}, nil
+	s := Series{name: name, interval: iv, loc: loc, origin: origin, wall: civilOf(origin)}
+	if _, pos := s.start(1); pos != 0 {
+		return Series{}, fmt.Errorf("%w: origin %s: its first %s slot would end after %s, the last supported instant; expected an origin at least one interval earlier",
+			ErrTime, FormatTime(origin), iv, FormatTime(MaxTime))
+	}
+	return s, nil
 }
 
 // Name returns the series name.
@@ -193,8 +223,10 @@ func (s Series) Prev(sl Slot) (Slot, error) {
 
 // CheckRange validates the half-open range [from, to) for an operation and
 // returns how many slots start in it. The range must not be reversed, must
-// lie within [MinTime, MaxTime], and must hold at most max slots (max <= 0
-// means no maximum). Errors wrap ErrRange or ErrTooManySlots.
+// lie within [MinTime, MaxTime], must not hold the start of a slot that ends
+// after MaxTime (such a slot does not exist: Slot returns ErrRange for it),
+// and must hold at most max slots (max <= 0 means no maximum). Errors wrap
+// ErrRange or ErrTooManySlots.
 //
 // No range can hold more slots than an int64 counts: the supported years
 // span 3.2e17 microseconds, the shortest possible interval.
@@ -208,6 +240,16 @@ func (s Series) CheckRange(from, to time.Time, max int64) (int64, error) {
 		}
 	}
 	n := s.count(from, to)
+	if n > 0 {
+		// Every slot starting in the range must end within the limits too,
+		// or it would be counted here but could never be stored.
+		last := s.floorIndex(justBefore(to))
+		if _, pos := s.start(last + 1); pos != 0 {
+			start, _ := s.start(last)
+			return n, fmt.Errorf("%w: [%s, %s) holds the %s slot starting %s, which would end after %s, the last supported instant; expected an end at most %s",
+				ErrRange, FormatTime(from), FormatTime(to), s.interval, FormatTime(start), FormatTime(MaxTime), FormatTime(start))
+		}
+	}
 	if max > 0 && n > max {
 		return n, fmt.Errorf("%w: [%s, %s) holds %d %s slots, more than the maximum of %d",
 			ErrTooManySlots, FormatTime(from), FormatTime(to), n, s.interval, max)

@@ -441,12 +441,18 @@ func TestRangesAndLimits(t *testing.T) {
 	require.Equal(t, slot.MaxTime.UnixMicro()-slot.MinTime.UnixMicro(), n)
 
 	// Calendar intervals count without iterating too, across 9,998 years.
+	// The last slot starting before MaxTime (local midnight on 9999-12-31
+	// in Berlin, 23:00 UTC the day before) would end after it: a range
+	// holding its start is refused, one ending at its start is not.
 	days := series(t, "P1D", "Europe/Berlin", "")
-	n, err = days.Count(slot.MinTime, slot.MaxTime)
+	_, err = days.Count(slot.MinTime, slot.MaxTime)
+	require.ErrorIs(t, err, slot.ErrRange)
+	require.ErrorContains(t, err, "starting 9999-12-31T00:00:00+01:00")
+	n, err = days.Count(slot.MinTime, at(t, "9999-12-31", days.Location()))
 	require.NoError(t, err)
 	require.InDelta(t, float64(slot.MaxTime.Unix()-slot.MinTime.Unix())/86400, float64(n), 1)
 	months := series(t, "P1M", "America/New_York", "2000-01-31")
-	n, err = months.Count(slot.MinTime, slot.MaxTime)
+	n, err = months.Count(slot.MinTime, at(t, "9999-11-30", months.Location()))
 	require.NoError(t, err)
 	require.InDelta(t, 9998*12+11, float64(n), 1)
 

@@ -41,50 +41,132 @@ func FormatTime(t time.Time) string {
 // package documentation (a reading in a DST gap moves forward, a repeated
 // one is the earlier instant). A nil loc makes the offset required.
 //
+// Dates must be written in the extended form with hyphens: a date in the
+// ISO 8601 basic form (20260301, 20260301T0600) is refused with the extended
+// spelling in the message, never read as something else.
+//
 // The instant must lie in [MinTime, MaxTime] and be a whole number of
-// microseconds. Errors wrap ErrTime and name the input.
+// microseconds. Errors wrap ErrTime and name the input; an error about a
+// local reading names the zone it was read in.
 func ParseTime(text string, loc *time.Location) (time.Time, error) {
-	bad := func(why string) (time.Time, error) {
-		return time.Time{}, fmt.Errorf("%w %q: %s", ErrTime, abbreviate(text), why)
+	r, err := readTime(text)
+	if err != nil {
+		return time.Time{}, err
 	}
-	const expected = "expected RFC 3339 such as 2026-03-01T00:00:00Z or 2026-03-01T00:00:00+01:00"
-	if len(text) >= 5 && strings.Trim(text[:5], "0123456789") == "" {
+	if r.hasOffset {
+		return r.t, checkLimits(text, r.t, "")
+	}
+	if loc == nil {
+		return time.Time{}, fmt.Errorf("%w %q: missing offset; %s", ErrTime, abbreviate(text), expectedRFC3339)
+	}
+	t := resolve(civilOf(r.t), loc)
+	return t, checkLimits(text, t, loc.String())
+}
+
+// CheckTime reports whether text is a time ParseTime reads in some zone:
+// its syntax, its calendar (2026-02-29 does not exist) and its precision,
+// and for an instant with an offset its limits. Whether a local reading
+// lies within [MinTime, MaxTime] depends on the zone it is read in and is
+// left to ParseTime. Errors wrap ErrTime and name the input.
+//
+// It lets a program refuse a malformed time before it knows the zone, for
+// instance before it has loaded a series.
+func CheckTime(text string) error {
+	r, err := readTime(text)
+	if err != nil {
+		return err
+	}
+	if r.hasOffset {
+		return checkLimits(text, r.t, "")
+	}
+	return nil
+}
+
+const expectedRFC3339 = "expected RFC 3339 such as 2026-03-01T00:00:00Z or 2026-03-01T00:00:00+01:00"
+
+// reading is the syntax of a time text: an instant when it has an offset,
+// else a wall-clock reading held in a UTC time.Time.
+type reading struct {
+	t         time.Time
+	hasOffset bool
+}
+
+// readTime checks the syntax, calendar and precision of a time text.
+func readTime(text string) (reading, error) {
+	bad := func(why string) (reading, error) {
+		return reading{}, fmt.Errorf("%w %q: %s", ErrTime, abbreviate(text), why)
+	}
+	if extended, ok := basicToExtended(text); ok {
+		return bad("ISO 8601 basic format, which almanac does not read; write it as " + extended)
+	}
+	if year, _, ok := strings.Cut(text, "-"); ok && len(year) > 4 && strings.Trim(year, "0123456789") == "" {
 		return bad("year has more than four digits; expected a time between 0001-01-02 and 9999-12-31 UTC")
 	}
 	if len(text) < len("2006-01-02") || text[4] != '-' {
-		return bad(expected + ", or a local date such as 2026-03-01")
+		return bad(expectedRFC3339 + ", or a local date such as 2026-03-01")
 	}
-	hasOffset := strings.HasSuffix(text, "Z") || len(text) > 19 && strings.ContainsAny(text[19:], "+-")
-	var t time.Time
-	if hasOffset {
+	r := reading{hasOffset: strings.HasSuffix(text, "Z") || len(text) > 19 && strings.ContainsAny(text[19:], "+-")}
+	if r.hasOffset {
 		var err error
-		t, err = time.Parse(time.RFC3339Nano, text)
+		r.t, err = time.Parse(time.RFC3339Nano, text)
 		if err != nil || !strings.Contains(text, "T") {
-			return bad(expected)
+			return bad(expectedRFC3339)
 		}
 	} else {
-		if loc == nil {
-			return bad("missing offset; " + expected)
-		}
-		layouts := []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02T15:04:05"}
 		var err error
-		for _, layout := range layouts {
-			if t, err = time.ParseInLocation(layout, text, time.UTC); err == nil {
+		for _, layout := range []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02T15:04:05"} {
+			if r.t, err = time.ParseInLocation(layout, text, time.UTC); err == nil {
 				break
 			}
 		}
 		if err != nil {
-			return bad(expected + ", or a local date or time such as 2026-03-01 or 2026-03-01T06:00 (read in " + loc.String() + ")")
+			return bad(expectedRFC3339 + ", or a local date or time such as 2026-03-01 or 2026-03-01T06:00")
 		}
-		t = resolve(civilOf(t), loc)
 	}
-	if t.Nanosecond()%1000 != 0 {
+	if r.t.Nanosecond()%1000 != 0 {
 		return bad("finer than a microsecond; times are stored with microsecond precision")
 	}
-	if t.Before(MinTime) || t.After(MaxTime) {
-		return bad("outside the supported years; expected a time between 0001-01-02 and 9999-12-31 UTC")
+	return r, nil
+}
+
+// checkLimits refuses an instant outside [MinTime, MaxTime]; zone names the
+// zone a local reading was resolved in ("" for a text with an offset).
+func checkLimits(text string, t time.Time, zone string) error {
+	if inLimits(t) {
+		return nil
 	}
-	return t, nil
+	how := ""
+	if zone != "" {
+		how = " read in " + zone + " is " + FormatTime(t.UTC()) + ","
+	}
+	return fmt.Errorf("%w %q:%s outside the supported years; expected a time between 0001-01-02 and 9999-12-31 UTC", ErrTime, abbreviate(text), how)
+}
+
+// basicToExtended recognizes a date, or date and time, in the ISO 8601
+// basic format (20260301, 20260301T0600, 20260301T060030Z) and returns its
+// extended spelling (2026-03-01, 2026-03-01T06:00, 2026-03-01T06:00:30Z).
+func basicToExtended(text string) (string, bool) {
+	digits := func(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+	date, clock, hasClock := strings.Cut(text, "T")
+	if len(date) != 8 || !digits(date) {
+		return "", false
+	}
+	out := date[:4] + "-" + date[4:6] + "-" + date[6:]
+	if !hasClock {
+		return out, true
+	}
+	zone := ""
+	if i := strings.IndexAny(clock, "Z+-"); i >= 0 {
+		clock, zone = clock[:i], clock[i:]
+	}
+	if len(clock) != 4 && len(clock) != 6 || !digits(clock) {
+		return "", false
+	}
+	out += "T" + clock[:2] + ":" + clock[2:4]
+	if len(clock) == 6 {
+		out += ":" + clock[4:]
+	}
+	return out + zone, true
 }
 
 // micros returns t as microseconds since the Unix epoch, rounded down.

@@ -1,0 +1,56 @@
+package slot
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxReasonLen is the longest reason, in bytes: the text stored with a
+// re-open or a skip, read by people in listings and history. A KiB is a
+// paragraph; anything longer belongs in a ticket the reason points to.
+const MaxReasonLen = 1024
+
+// CheckReason reports whether text can be stored as a reason (the message of
+// re-opened and skipped slots): at most MaxReasonLen bytes of valid UTF-8
+// without control characters other than tab and newline, and without
+// invisible characters (see CheckName). The empty text is valid; callers
+// substitute their default. Errors wrap ErrReason and name the text,
+// abbreviated and escaped.
+//
+// Reasons are checked when they are given, before anything is written:
+// PostgreSQL refuses invalid UTF-8 and NUL only halfway through an
+// operation, and an unbounded reason would be copied onto every slot of a
+// range.
+func CheckReason(text string) error {
+	switch {
+	case len(text) > MaxReasonLen:
+		return fmt.Errorf("%w %q: %d bytes; expected at most %d", ErrReason, abbreviate(text), len(text), MaxReasonLen)
+	case !utf8.ValidString(text):
+		return fmt.Errorf("%w %q: not valid UTF-8", ErrReason, abbreviate(text))
+	}
+	for _, r := range text {
+		switch {
+		case r == '\t' || r == '\n':
+		case isControl(r):
+			return fmt.Errorf("%w %q: contains control character %U", ErrReason, abbreviate(text), r)
+		case isInvisible(r):
+			return fmt.Errorf("%w %q: contains invisible character %U", ErrReason, abbreviate(text), r)
+		}
+	}
+	return nil
+}
+
+// isControl reports whether r is a control character: C0, DEL or C1.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 }
+
+// isInvisible reports whether r prints as nothing, or changes how the text
+// around it prints: the format characters (Unicode category Cf: zero-width
+// spaces and joiners, bidirectional controls, the byte order mark, the soft
+// hyphen, tags) and the line and paragraph separators U+2028 and U+2029.
+// Text containing them can look identical to other text: "report" and
+// "report\u200b" print the same, and a right-to-left override makes what
+// follows it print backwards.
+func isInvisible(r rune) bool {
+	return r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r)
+}
