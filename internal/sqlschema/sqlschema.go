@@ -23,7 +23,9 @@ var ErrInvalid = errors.New("invalid schema name")
 const maxLen = 63
 
 // Check reports whether name can be used as a schema name: 1 to 63 bytes of
-// valid UTF-8 without NUL or control characters. Any other character,
+// valid UTF-8 without NUL or control characters, and not a system schema:
+// information_schema, or any name starting with pg_ (pg_catalog, pg_toast,
+// pg_temp_N; PostgreSQL reserves the prefix). Any other character,
 // including quotes and semicolons, is allowed because the name is always
 // quoted as an identifier.
 func Check(name string) error {
@@ -39,6 +41,10 @@ func Check(name string) error {
 		if r < 0x20 || r == 0x7f {
 			return fmt.Errorf("%w: %q contains control character %U", ErrInvalid, name, r)
 		}
+	}
+	if strings.HasPrefix(name, "pg_") || name == "information_schema" {
+		return fmt.Errorf("%w: %q is a system schema (PostgreSQL reserves names starting with pg_, and information_schema); expected a schema of your own such as %q",
+			ErrInvalid, name, Default)
 	}
 	return nil
 }
