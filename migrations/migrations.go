@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
@@ -143,7 +144,7 @@ func SQL(schema string) (string, error) {
 	for _, m := range all {
 		fmt.Fprintf(&b, "-- %03d_%s\nBEGIN;\n", m.Version, m.Name)
 		if m.Version == 1 {
-			b.WriteString(sqlschema.Render(versionTableSQL, schema))
+			b.WriteString(sqlschema.Render(schemaSQL+"\n"+versionTableSQL, schema))
 			b.WriteString("\n")
 		}
 		b.WriteString(strings.TrimSpace(m.UpSQL(schema)))
@@ -162,25 +163,36 @@ type DB interface {
 // must not turn concurrent migrations into serialization failures.
 var txOptions = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
-const versionTableSQL = `CREATE SCHEMA IF NOT EXISTS {{schema}};
-CREATE TABLE IF NOT EXISTS {{schema}}.schema_migrations (
+const (
+	schemaSQL       = `CREATE SCHEMA IF NOT EXISTS {{schema}};`
+	versionTableSQL = `CREATE TABLE IF NOT EXISTS {{schema}}.schema_migrations (
     version    integer     PRIMARY KEY,
     name       text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 );`
+)
 
 // Up applies every migration that schema does not have yet, in order, each
-// in its own transaction. It is safe to call from many processes at once
-// and does nothing when the schema is current. It returns the versions it
-// applied.
+// in its own transaction, and returns the versions it applied. It is safe to
+// call from many processes at once.
+//
+// When the schema is current, Up only reads the version table: it takes no
+// lock and needs no privilege beyond SELECT on it, so a runtime role that
+// cannot change the schema (see Grants) may call it at every start. Only
+// when a migration is pending does it take the migration lock, create the
+// schema if it is missing (which needs CREATE on the database; a schema the
+// migrating role owns needs nothing more) and apply what is missing.
 func Up(ctx context.Context, db DB, schema string) ([]int, error) {
 	if err := sqlschema.Check(schema); err != nil {
+		return nil, err
+	}
+	if err := Require(ctx, db, schema); err == nil || !errors.Is(err, ErrNotMigrated) {
 		return nil, err
 	}
 	var applied []int
 	for _, m := range all {
 		done, err := inLockedTx(ctx, db, schema, func(tx pgx.Tx) (bool, error) {
-			if _, err := tx.Exec(ctx, sqlschema.Render(versionTableSQL, schema)); err != nil {
+			if err := createVersionTable(ctx, tx, schema); err != nil {
 				return false, err
 			}
 			have, err := appliedVersions(ctx, tx, schema)
@@ -191,7 +203,7 @@ func Up(ctx context.Context, db DB, schema string) ([]int, error) {
 				return false, nil
 			}
 			if _, err := tx.Exec(ctx, m.UpSQL(schema)); err != nil {
-				return false, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
+				return false, fmt.Errorf("migration %03d_%s: %w%s", m.Version, m.Name, err, privilegeHint(err))
 			}
 			_, err = tx.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ($1, $2)`, schema), m.Version, m.Name)
 			return true, err
@@ -322,6 +334,35 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// createVersionTable creates the schema, when it does not exist, and the
+// version table in it. CREATE SCHEMA IF NOT EXISTS would need CREATE on the
+// database even when the schema exists, so it only runs when it is missing.
+func createVersionTable(ctx context.Context, tx pgx.Tx, schema string) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, sqlschema.Render(schemaSQL, schema)); err != nil {
+			return fmt.Errorf("create schema %s: %w%s", sqlschema.Quote(schema), err, privilegeHint(err))
+		}
+	}
+	if _, err := tx.Exec(ctx, sqlschema.Render(versionTableSQL, schema)); err != nil {
+		return fmt.Errorf("create %s.schema_migrations: %w%s", sqlschema.Quote(schema), err, privilegeHint(err))
+	}
+	return nil
+}
+
+// privilegeHint says what to do about a permission error during a
+// migration: migrate as the role that owns the schema.
+func privilegeHint(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return "; migrations need the migration role, which owns the schema (see `almanac migrate grants`)"
+	}
+	return ""
 }
 
 // appliedVersions returns the applied versions and their times, or nil when

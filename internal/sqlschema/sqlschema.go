@@ -18,6 +18,9 @@ const Default = "almanac"
 // ErrInvalid is wrapped by every error Check returns.
 var ErrInvalid = errors.New("invalid schema name")
 
+// ErrInvalidRole is wrapped by every error CheckRole returns.
+var ErrInvalidRole = errors.New("invalid role name")
+
 // maxLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are silently
 // truncated by the server, so two long names could end up as one schema.
 const maxLen = 63
@@ -29,22 +32,44 @@ const maxLen = 63
 // including quotes and semicolons, is allowed because the name is always
 // quoted as an identifier.
 func Check(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty; expected a PostgreSQL identifier such as %q", ErrInvalid, Default)
-	case len(name) > maxLen:
-		return fmt.Errorf("%w: %q is %d bytes; expected at most %d (PostgreSQL truncates longer names)", ErrInvalid, abbreviate(name), len(name), maxLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalid, name)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: %q contains control character %U", ErrInvalid, name, r)
-		}
+	if err := checkIdentifier(ErrInvalid, name); err != nil {
+		return err
 	}
 	if strings.HasPrefix(name, "pg_") || name == "information_schema" {
 		return fmt.Errorf("%w: %q is a system schema (PostgreSQL reserves names starting with pg_, and information_schema); expected a schema of your own such as %q",
 			ErrInvalid, name, Default)
+	}
+	return nil
+}
+
+// CheckRole reports whether name can name a role in SQL almanac prints (see
+// migrations.Grants): the rules of Check for identifiers, and not one of
+// PostgreSQL's predefined pg_ roles, which cannot be granted to this way.
+func CheckRole(name string) error {
+	if err := checkIdentifier(ErrInvalidRole, name); err != nil {
+		return err
+	}
+	if strings.HasPrefix(name, "pg_") {
+		return fmt.Errorf("%w: %q: PostgreSQL reserves role names starting with pg_; expected a role of your own such as \"app\"", ErrInvalidRole, name)
+	}
+	return nil
+}
+
+// checkIdentifier applies the rules every quoted identifier must follow,
+// with errors wrapping kind.
+func checkIdentifier(kind error, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty; expected a PostgreSQL identifier such as %q", kind, Default)
+	case len(name) > maxLen:
+		return fmt.Errorf("%w: %q is %d bytes; expected at most %d (PostgreSQL truncates longer names)", kind, abbreviate(name), len(name), maxLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %q is not valid UTF-8", kind, name)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: %q contains control character %U", kind, name, r)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 -- almanac schema, version 1: series, slots and the fencing-token sequence.
--- The migrator substitutes the quoted schema name for the placeholder.
-
-CREATE SCHEMA IF NOT EXISTS {{schema}};
+-- The migrator substitutes the quoted schema name for the placeholder, and
+-- creates the schema before this runs when it does not exist.
 
 -- Fencing tokens. nextval is never rolled back, so a token handed to a holder
 -- that crashed is never handed out again: a later holder always has a larger one.

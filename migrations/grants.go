@@ -1,0 +1,71 @@
+package migrations
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/almanacdev/almanac/internal/sqlschema"
+)
+
+// Grants returns the SQL that sets up two least-privilege roles for
+// almanac's tables in schema, to be run once by a superuser or the
+// database's owner after both roles exist (CREATE ROLE … LOGIN):
+//
+//   - migrator, the migration role, owns the schema. It can create, alter
+//     and drop almanac's tables there, and needs no privilege on the
+//     database itself: Up creates the schema only when it is missing.
+//   - runtime, the role of workers, the CLI's everyday commands and the
+//     sidecar, may read and write rows (SELECT, INSERT, UPDATE, DELETE on
+//     the tables, USAGE and SELECT on the fencing sequence, EXECUTE on
+//     functions) and nothing else: it cannot create, alter or drop
+//     anything. It can still call Up (Client.Migrate) at every start, which
+//     only reads the version table when the schema is current.
+//
+// Tables, sequences and functions that later migrations create are covered
+// by default privileges, provided the migrations run as migrator: an
+// upgrade needs no new grants. Errors wrap sqlschema.ErrInvalid or
+// sqlschema.ErrInvalidRole and name the bad name.
+func Grants(schema, runtime, migrator string) (string, error) {
+	if err := sqlschema.Check(schema); err != nil {
+		return "", err
+	}
+	for _, role := range []string{runtime, migrator} {
+		if err := sqlschema.CheckRole(role); err != nil {
+			return "", err
+		}
+	}
+	if runtime == migrator {
+		return "", fmt.Errorf("%w: the runtime and the migration role are both %q; expected two roles, so that workers cannot change the schema",
+			sqlschema.ErrInvalidRole, runtime)
+	}
+	s, r, m := sqlschema.Quote(schema), sqlschema.Quote(runtime), sqlschema.Quote(migrator)
+	var b strings.Builder
+	fmt.Fprintf(&b, `-- Least-privilege roles for almanac's schema %[1]s.
+-- Run once as a superuser or the database owner, after creating both roles
+-- (CREATE ROLE ... LOGIN). Run migrations (almanac migrate up, Client.Migrate)
+-- as %[3]s; run workers, the sidecar and the other commands as %[2]s.
+-- Both roles need CONNECT on the database (PUBLIC has it unless revoked).
+
+-- The migration role owns the schema: it creates and alters almanac's tables
+-- there, and needs no privilege on the database itself. (A schema created
+-- earlier by another role: ALTER SCHEMA %[1]s OWNER TO %[3]s, and the same
+-- for each of its tables and its sequence, or REASSIGN OWNED.)
+CREATE SCHEMA IF NOT EXISTS %[1]s AUTHORIZATION %[3]s;
+
+-- The runtime role reads and writes rows, and nothing else: it cannot
+-- create, alter or drop anything.
+GRANT USAGE ON SCHEMA %[1]s TO %[2]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s;
+GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %[1]s TO %[2]s;
+
+-- The same on everything later migrations create, as %[3]s.
+ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
+    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %[2]s;
+ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
+    GRANT USAGE, SELECT ON SEQUENCES TO %[2]s;
+ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
+    GRANT EXECUTE ON FUNCTIONS TO %[2]s;
+`, s, r, m)
+	return b.String(), nil
+}

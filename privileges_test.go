@@ -1,0 +1,161 @@
+package almanac_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/migrations"
+	"github.com/almanacdev/almanac/scheduler"
+)
+
+// TestLeastPrivilegeRoles sets up the two roles migrations.Grants describes
+// and uses each for what it is for. The migration role, which owns the
+// schema and has no privilege on the database, migrates the fresh schema.
+// The runtime role, which cannot create anything, runs Migrate at start (a
+// no-op that must not need CREATE: it did, on the database and the schema),
+// registers series, drains locked- and lease-mode jobs through the Client,
+// re-opens, skips, retries, materializes and reports status.
+func TestLeastPrivilegeRoles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := pgtest.Pool(t)
+	suffix := randomSuffix(t)
+	schema := "almanac_test_" + suffix
+	migrator, runtime := "almanac_test_migrator_"+suffix, "almanac_test_runtime_"+suffix
+	for _, role := range []string{migrator, runtime} {
+		_, err := admin.Exec(ctx, "CREATE ROLE "+sqlschema.Quote(role)+" LOGIN")
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, err := admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+sqlschema.Quote(schema)+" CASCADE")
+		require.NoError(t, err)
+		for _, role := range []string{runtime, migrator} {
+			// DROP OWNED removes the role's grants and default privileges.
+			_, err := admin.Exec(ctx, "DROP OWNED BY "+sqlschema.Quote(role))
+			require.NoError(t, err)
+			_, err = admin.Exec(ctx, "DROP ROLE "+sqlschema.Quote(role))
+			require.NoError(t, err)
+		}
+	})
+	grants, err := migrations.Grants(schema, runtime, migrator)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, grants)
+	require.NoError(t, err)
+
+	migratorPool := poolAs(t, migrator)
+	runtimePool := poolAs(t, runtime)
+	for _, role := range []string{migrator, runtime} {
+		var canCreate bool
+		require.NoError(t, admin.QueryRow(ctx, `SELECT has_database_privilege($1, current_database(), 'CREATE')`, role).Scan(&canCreate))
+		require.False(t, canCreate, "%s may not create schemas", role)
+	}
+
+	// The migration role migrates the fresh schema.
+	applied, err := migrations.Up(ctx, migratorPool, schema)
+	require.NoError(t, err)
+	require.Len(t, applied, len(migrations.All()))
+
+	// What a later migration creates, as the migration role, the runtime
+	// role may use without new grants.
+	_, err = migratorPool.Exec(ctx, sqlschema.Render(`CREATE TABLE {{schema}}.later (id bigserial, note text);
+		CREATE FUNCTION {{schema}}.later_note() RETURNS text LANGUAGE sql AS $$ SELECT 'later' $$`, schema))
+	require.NoError(t, err)
+	_, err = runtimePool.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.later (note) VALUES ({{schema}}.later_note());
+		UPDATE {{schema}}.later SET note = 'x'; DELETE FROM {{schema}}.later`, schema))
+	require.NoError(t, err, "default privileges cover later tables, sequences and functions")
+
+	// The runtime role cannot change the schema...
+	_, err = runtimePool.Exec(ctx, "CREATE TABLE "+sqlschema.Quote(schema)+".mine (x int)")
+	requirePermissionDenied(t, err)
+	_, err = runtimePool.Exec(ctx, "ALTER TABLE "+sqlschema.Quote(schema)+".slot ADD COLUMN x int")
+	require.Error(t, err)
+	_, err = runtimePool.Exec(ctx, "DROP TABLE "+sqlschema.Quote(schema)+".later")
+	require.Error(t, err)
+	_, err = migrations.Down(ctx, runtimePool, schema, 0)
+	require.Error(t, err, "nor undo migrations")
+
+	// ... but runs Migrate at every start, and everything else.
+	c, err := almanac.New(runtimePool, almanac.Options{Schema: schema, Concurrency: 4, ShutdownTimeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, c.Migrate(ctx), "Migrate on a current schema needs no DDL rights")
+	locked, err := c.Series(ctx, "locked_report", "PT1H", almanac.SeriesOptions{TimeZone: "Europe/Berlin"})
+	require.NoError(t, err)
+	leased, err := c.Series(ctx, "leased_report", "PT1H", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	to := from.Add(6 * time.Hour)
+	require.NoError(t, c.Register(almanac.Job{Series: locked, Start: from, End: to,
+		Handler: func(context.Context, pgx.Tx, almanac.Slot) error { return nil }}))
+	require.NoError(t, c.Register(almanac.Job{Series: leased, Start: from, End: to, Mode: scheduler.Lease,
+		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
+	summary, err := c.Drain(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 12, summary[almanac.Completed], "%v", summary)
+
+	for _, s := range []almanac.Series{locked, leased} {
+		status, err := c.Status(ctx, s, from, to)
+		require.NoError(t, err)
+		require.EqualValues(t, 6, status.Complete)
+		res, err := c.Reopen(ctx, s, from, from.Add(2*time.Hour), "late data")
+		require.NoError(t, err)
+		require.EqualValues(t, 2, res.Reopened)
+		skipped, err := c.SkipRange(ctx, s, from, from.Add(time.Hour), "holiday")
+		require.NoError(t, err)
+		require.EqualValues(t, 1, skipped.Skipped)
+		_, err = c.Retry(ctx, s, from, to)
+		require.NoError(t, err)
+		m, err := c.Materialize(ctx, s, to, to.Add(2*time.Hour))
+		require.NoError(t, err)
+		require.EqualValues(t, 2, m.Inserted)
+		gaps, err := c.Gaps(ctx, s, from, to.Add(3*time.Hour))
+		require.NoError(t, err)
+		require.Len(t, gaps, 1)
+	}
+	summary, err = c.Drain(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, summary[almanac.Completed], "the re-opened slots, done again: %v", summary)
+}
+
+// poolAs returns a pool on the test server that logs in as role.
+func poolAs(t *testing.T, role string) *pgxpool.Pool {
+	t.Helper()
+	u, err := url.Parse(pgtest.URL(t))
+	require.NoError(t, err)
+	u.User = url.User(role)
+	cfg, err := pgxpool.ParseConfig(u.String())
+	require.NoError(t, err)
+	acquire.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func requirePermissionDenied(t *testing.T, err error) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "%v", err)
+	require.Equal(t, "42501", pgErr.Code, "insufficient_privilege: %v", err)
+}
+
+func randomSuffix(t *testing.T) string {
+	b := make([]byte, 6)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
