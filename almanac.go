@@ -67,7 +67,8 @@ type Summary = scheduler.Summary
 
 // Errors callers can test with errors.Is.
 var (
-	// ErrInvalid: malformed input (interval, time, zone, name, range).
+	// ErrInvalid: malformed input (interval, time, zone, name, reason,
+	// range).
 	ErrInvalid = slot.ErrInvalid
 	// ErrNotMigrated: the schema lacks migrations; run Client.Migrate.
 	ErrNotMigrated = migrations.ErrNotMigrated
@@ -145,10 +146,15 @@ type SeriesOptions struct {
 
 // Series registers the series (name, interval) with the grid opts describe
 // and returns it; a series registered already with the same grid is simply
-// returned. interval is an ISO-8601 duration: PT5M, PT1H, P1D, P1W, P1M.
-// Errors wrap ErrInvalid for malformed input and ErrSeriesConflict for a
-// series registered with another zone or origin.
+// returned. name must pass slot.CheckName (no control or invisible
+// characters, at most 200 bytes); interval is an ISO-8601 duration of at
+// most P1000Y: PT5M, PT1H, P1D, P1W, P1M. Errors wrap ErrInvalid for
+// malformed input, found before anything is written, and ErrSeriesConflict
+// for a series registered with another zone or origin.
 func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesOptions) (Series, error) {
+	if err := slot.CheckName(name); err != nil {
+		return Series{}, err
+	}
 	iv, err := slot.ParseInterval(interval)
 	if err != nil {
 		return Series{}, err
@@ -288,8 +294,13 @@ func (c *Client) Materialize(ctx context.Context, s Series, from, to time.Time) 
 // Reopen makes the COMPLETE and SKIP slots of [from, to) AVAILABLE again
 // (a backfill: late data arrived), with reason as their message, and wakes
 // idle workers. Slots being worked on are left alone and listed in the
-// result.
+// result. A reason that fails slot.CheckReason (invalid UTF-8, control or
+// invisible characters, more than 1 KiB) is an error wrapping ErrInvalid,
+// returned before anything is read or written.
 func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, reason string) (coverage.ReopenResult, error) {
+	if err := slot.CheckReason(reason); err != nil {
+		return coverage.ReopenResult{}, err
+	}
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.ReopenResult{}, err
@@ -299,8 +310,11 @@ func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, reaso
 
 // SkipRange marks the slots of [from, to) SKIP with reason (nothing to do
 // for them), creating missing ones as SKIP; finished and held slots are
-// left alone.
+// left alone. reason is checked like Reopen's.
 func (c *Client) SkipRange(ctx context.Context, s Series, from, to time.Time, reason string) (coverage.SkipResult, error) {
+	if err := slot.CheckReason(reason); err != nil {
+		return coverage.SkipResult{}, err
+	}
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.SkipResult{}, err

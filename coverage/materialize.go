@@ -26,7 +26,7 @@ type MaterializeOptions struct {
 	// message instead of AVAILABLE, and wakes no one: a catch-up policy that
 	// gives up on slots missed during downtime keeps the hole visible this
 	// way. Existing slots are left alone as always (see the Skip method of
-	// Client to skip those too).
+	// Client to skip those too). It must pass slot.CheckReason.
 	SkipReason string
 	// Progress, if set, is called after each chunk.
 	Progress ProgressFunc
@@ -58,6 +58,9 @@ type MaterializeResult struct {
 // by Gaps once vacuumed; autovacuum does that after large inserts, or run
 // VACUUM on the slot table yourself after a big backfill.
 func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts MaterializeOptions) (MaterializeResult, error) {
+	if err := slot.CheckReason(opts.SkipReason); err != nil {
+		return MaterializeResult{}, err
+	}
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {
 		return MaterializeResult{}, err

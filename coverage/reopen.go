@@ -27,7 +27,9 @@ const DefaultReopenReason = "reopened"
 // slots.
 type ReopenOptions struct {
 	// Reason is stored in the message of every re-opened slot. Default
-	// DefaultReopenReason.
+	// DefaultReopenReason. It must pass slot.CheckReason (valid UTF-8, no
+	// control characters but tab and newline, no invisible characters, at
+	// most slot.MaxReasonLen bytes).
 	Reason string
 	// States are the statuses to re-open: StatusComplete, StatusSkip or
 	// both. Default both.
@@ -74,6 +76,9 @@ type ReopenResult struct {
 // if one fails, the chunks before it stay re-opened. The notification is
 // sent in the last chunk's transaction.
 func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts ReopenOptions) (ReopenResult, error) {
+	if err := slot.CheckReason(opts.Reason); err != nil {
+		return ReopenResult{}, err
+	}
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {
 		return ReopenResult{}, err

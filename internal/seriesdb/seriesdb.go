@@ -44,8 +44,13 @@ type Definition struct {
 
 // Add registers the series of grid. Registering the same series again with
 // the same zone and origin does nothing and reports created=false; with a
-// different zone or origin it returns an error wrapping ErrConflict.
+// different zone or origin it returns an error wrapping ErrConflict. A name
+// that fails slot.CheckName (a grid may carry one another tool stored) is
+// refused before anything is written.
 func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def Definition, created bool, err error) {
+	if err := slot.CheckName(grid.Name()); err != nil {
+		return Definition{}, false, err
+	}
 	tag, err := q.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin)
 		VALUES ($1, $2, $3, $4) ON CONFLICT (name, "interval") DO NOTHING`, schema),
 		grid.Name(), grid.Interval().String(), grid.Location().String(), grid.Origin())
