@@ -244,7 +244,7 @@ func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 			if _, err := tx.Exec(ctx, m.DownSQL(schema)); err != nil {
 				return false, fmt.Errorf("undo migration %03d_%s: %w", m.Version, m.Name, err)
 			}
-			_, err = tx.Exec(ctx, sqlschema.Render(`DELETE FROM {{schema}}.schema_migrations WHERE version = $1`, schema), m.Version)
+			_, err = tx.Exec(ctx, sqlschema.Render(unrecordSQL, schema), m.Version)
 			return true, err
 		})
 		if err != nil {
@@ -260,7 +260,7 @@ func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 			if err != nil || have == nil || len(have) > 0 {
 				return false, err
 			}
-			if _, err := tx.Exec(ctx, sqlschema.Render(`DROP TABLE {{schema}}.schema_migrations`, schema)); err != nil {
+			if _, err := tx.Exec(ctx, sqlschema.Render(dropVersionTableSQL, schema)); err != nil {
 				return false, err
 			}
 			// Only an empty schema is dropped: anything else in it is not ours.
@@ -269,7 +269,7 @@ func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 				OR EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1)
 				OR EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1)`, schema).Scan(&others)
 			if err == nil && !others {
-				_, err = tx.Exec(ctx, sqlschema.Render(`DROP SCHEMA {{schema}}`, schema))
+				_, err = tx.Exec(ctx, sqlschema.Render(dropSchemaSQL, schema))
 			}
 			return err == nil, err
 		})
@@ -278,6 +278,51 @@ func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 		}
 	}
 	return undone, nil
+}
+
+// The statements Down runs besides the migrations' own, shared with
+// DownPlan so that a dry run prints what Down does.
+const (
+	unrecordSQL         = `DELETE FROM {{schema}}.schema_migrations WHERE version = $1`
+	dropVersionTableSQL = `DROP TABLE {{schema}}.schema_migrations`
+	dropSchemaSQL       = `DROP SCHEMA {{schema}}`
+)
+
+// DownPlan returns the SQL that Down(ctx, db, schema, to) would run now, for
+// a dry run: one transaction per applied migration newer than to, newest
+// first, and with to = 0 the removal of the version table and (when nothing
+// else is left in it) of the schema. It returns "" when there is nothing to
+// undo. It only reads.
+func DownPlan(ctx context.Context, db DB, schema string, to int) (string, error) {
+	if to < 0 || to > Latest() {
+		return "", fmt.Errorf("migrate down to version %d: expected 0 to %d", to, Latest())
+	}
+	if err := sqlschema.Check(schema); err != nil {
+		return "", err
+	}
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	have, err := appliedVersions(ctx, tx, schema)
+	if err != nil || have == nil {
+		return "", err
+	}
+	var b strings.Builder
+	for i := len(all) - 1; i >= 0 && all[i].Version > to; i-- {
+		m := all[i]
+		if _, ok := have[m.Version]; !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "-- undo %03d_%s\nBEGIN;\n%s\n%s;\nCOMMIT;\n\n", m.Version, m.Name, strings.TrimSpace(m.DownSQL(schema)),
+			strings.Replace(sqlschema.Render(unrecordSQL, schema), "$1", strconv.Itoa(m.Version), 1))
+	}
+	if to == 0 {
+		fmt.Fprintf(&b, "-- remove the version table, and the schema when nothing else is left in it\nBEGIN;\n%s;\n%s;\nCOMMIT;\n",
+			sqlschema.Render(dropVersionTableSQL, schema), sqlschema.Render(dropSchemaSQL, schema))
+	}
+	return b.String(), nil
 }
 
 // State is one migration and when it was applied (zero if pending).

@@ -58,7 +58,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, slot.ErrInvalid), errors.Is(err, sqlschema.ErrInvalid):
+	case errors.Is(err, slot.ErrInvalid), errors.Is(err, sqlschema.ErrInvalid), errors.Is(err, sqlschema.ErrInvalidRole):
 		return exitUsage
 	case errors.Is(err, migrations.ErrNotMigrated), errors.As(err, new(*pgconn.ConnectError)), errors.As(err, new(*net.OpError)):
 		return exitUnavailable
@@ -69,6 +69,7 @@ func exitCode(err error) int {
 
 // app holds the global flags and the streams of one invocation.
 type app struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
@@ -85,9 +86,17 @@ type app struct {
 	poolSize int32 // connections the command needs; at least 8
 }
 
-// run executes the CLI with args and returns the process exit code.
+// run executes the CLI with args and returns the process exit code. Its
+// standard input is empty and not a terminal, so a command that asks for
+// confirmation needs --yes; main uses runInput.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	return runInput(ctx, args, strings.NewReader(""), stdout, stderr, getenv)
+}
+
+// runInput is run with a standard input, from which a command may read a
+// confirmation when it is a terminal.
+func runInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -43,6 +43,7 @@ func TestBadInputBinary(t *testing.T) {
 	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
 	requireOK(t, cli(t, "--schema", schema, "series", "add", "sensor", "--interval", "PT5M"))
 	requireOK(t, cli(t, "--schema", schema, "series", "add", "berlin", "--interval", "P1D", "--tz", "Europe/Berlin"))
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "yearly", "--interval", "P1Y"))
 	requireOK(t, cli(t, "--schema", schema, "materialize", "sensor", "--interval", "PT5M",
 		"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-01T02:00:00Z"))
 	// Slots a mistaken reopen, retry, skip or materialize would change.
@@ -50,8 +51,6 @@ func TestBadInputBinary(t *testing.T) {
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'SKIP', message = 'outage' WHERE slot_start = '2026-03-01T01:00:00Z'`)
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET not_before = 'infinity', fail_count = 3 WHERE slot_start = '2026-03-01T01:05:00Z'`)
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET not_before = now() + interval '1 hour', fail_count = 1 WHERE slot_start = '2026-03-01T01:10:00Z'`)
-	before := databaseState(t, schema)
-
 	s := func(args ...string) []string { return append([]string{"--schema", schema}, args...) }
 	on := func(cmd, name, iv string, extra ...string) []string {
 		return s(append([]string{cmd, name, "--interval", iv}, extra...)...)
@@ -141,6 +140,51 @@ func TestBadInputBinary(t *testing.T) {
 		bad("--reason is required", on("skip", "sensor", "PT5M", "--slot", "2026-03-01T00:00:00Z/PT5M")...),
 		bad("--reason is required", on("skip", "sensor", "PT5M", "--slot", "2026-03-01T00:00:00Z/PT5M", "--reason", "   ")...),
 
+		// Reasons: valid UTF-8, no control or invisible characters, 1 KiB.
+		bad(`--reason: invalid reason "late\xff": not valid UTF-8`, on("reopen", "sensor", "PT5M", append(day, "--reason", "late\xff")...)...),
+		bad(`--reason: invalid reason "late\xff": not valid UTF-8`, on("skip", "sensor", "PT5M", append(day, "--reason", "late\xff")...)...),
+		bad("control character U+001B", on("reopen", "sensor", "PT5M", append(day, "--reason", "\x1b[2Jcleared")...)...),
+		bad("control character U+000D", on("skip", "sensor", "PT5M", append(day, "--reason", "over\rwritten")...)...),
+		bad("invisible character U+202E", on("reopen", "sensor", "PT5M", append(day, "--reason", "\u202egnirob")...)...),
+		bad("invisible character U+2028", on("skip", "sensor", "PT5M", append(day, "--reason", "two\u2028lines")...)...),
+		bad("1025 bytes; expected at most 1024", on("reopen", "sensor", "PT5M", append(day, "--reason", strings.Repeat("r", 1025))...)...),
+		// (One argument is at most 128 KiB: MAX_ARG_STRLEN.)
+		bad("100000 bytes; expected at most 1024", on("skip", "sensor", "PT5M", append(day, "--reason", strings.Repeat("r", 100_000))...)...),
+
+		// Intervals, origins and bounds the supported years cannot hold.
+		bad(`"P8000Y": too large: longer than P1000Y`, s("series", "add", "x", "--interval", "P8000Y")...),
+		bad(`"P1001Y"`, s("series", "add", "x", "--interval", "P1001Y")...),
+		bad(`"P365243D"`, s("series", "add", "x", "--interval", "P365243D")...),
+		bad(`"P8000Y"`, on("materialize", "sensor", "P8000Y", day...)...),
+		bad(`"P8000Y"`, s("run", "x", "--interval", "P8000Y", "--", "true")...),
+		bad("origin 9999-06-01T00:00:00Z: its first P1Y slot would end after 9999-12-31T00:00:00Z", s("series", "add", "x", "--interval", "P1Y", "--origin", "9999-06-01")...),
+		bad("holds the P1Y slot starting 9999-01-01T00:00:00Z, which would end after 9999-12-31T00:00:00Z", on("materialize", "yearly", "P1Y", "--from", "9990-01-01", "--to", "9999-06-01")...),
+		bad("holds the P1Y slot starting 9999-01-01T00:00:00Z", on("gaps", "yearly", "P1Y", "--from", "9990-01-01", "--to", "9999-12-30")...),
+		bad("holds the P1D slot starting 9999-12-31T00:00:00+01:00", on("skip", "berlin", "P1D", "--from", "9999-12-01", "--to", "9999-12-31T00:30", "--reason", "r")...),
+
+		// Schedules that never fire.
+		bad(`"0 0 30 2 *" never fires`, s("run", "x", "--interval", "PT5M", "--schedule", "0 0 30 2 *", "--", "true")...),
+		bad(`"0 0 31 4,6,9,11 *" never fires`, s("run", "x", "--interval", "PT5M", "--schedule", "0 0 31 4,6,9,11 *", "--", "true")...),
+
+		// Dates in the ISO 8601 basic format are refused, saying how to write them.
+		bad(`"20260301": ISO 8601 basic format, which almanac does not read; write it as 2026-03-01`, on("gaps", "sensor", "PT5M", "--from", "20260301", "--to", "2026-03-02")...),
+		bad("write it as 2026-03-02T06:00", on("materialize", "sensor", "PT5M", "--from", "2026-03-01", "--to", "20260302T0600")...),
+		bad("write it as 2026-01-01", s("series", "add", "x", "--interval", "P1D", "--origin", "20260101")...),
+		bad("write it as 2026-01-01", s("run", "x", "--interval", "PT5M", "--from", "20260101", "--", "true")...),
+
+		// Names that would print like another name.
+		bad(`"sensor\u200b": contains invisible character U+200B`, s("series", "add", "sensor\u200b", "--interval", "PT5M")...),
+		bad(`"\u202erosnes"`, s("series", "add", "\u202erosnes", "--interval", "PT5M")...),
+		bad(`"sen\u00adsor"`, on("status", "sen\u00adsor", "PT5M")...),
+		bad(`"sensor\u2029"`, on("reopen", "sensor\u2029", "PT5M", day...)...),
+		bad(`"sensor\ufeff"`, s("run", "sensor\ufeff", "--interval", "PT5M", "--", "true")...),
+
+		// Destructive commands need a confirmation off a terminal.
+		bad("pass --yes to confirm, or --dry-run", s("migrate", "down")...),
+		bad("pass --yes to confirm, or --dry-run", s("migrate", "down", "--to", "1")...),
+		bad("not both", s("migrate", "down", "--yes", "--dry-run")...),
+		bad(`"pg_monitor"`, s("migrate", "grants", "--runtime", "pg_monitor", "--migrator", "owner")...),
+
 		// run: checked before anything is registered or materialized.
 		bad(`"P"`, s("run", "x", "--interval", "P", "--", "true")...),
 		bad(`"P1.5M"`, s("run", "x", "--interval", "P1.5M", "--", "true")...),
@@ -164,6 +208,13 @@ func TestBadInputBinary(t *testing.T) {
 		{args: []string{"status", "sensor", "--interval", "PT5M"}, env: []string{"ALMANAC_SCHEMA=" + injection[0]}, code: exitUnavailable, want: "DROP SCHEMA public CASCADE"},
 		bad("bytes", "--schema", `x"; DROP SCHEMA `+schema+` CASCADE; SELECT pg_sleep(10); --`, "retry", "sensor", "--interval", "PT5M", "--from", "2026-03-01", "--to", "2026-03-02"),
 		bad(`"a\tb"`, append([]string{"--schema", "a\tb", "skip", "sensor", "--interval", "PT5M", "--reason", "r"}, day...)...),
+		// System schemas are refused: nothing of almanac's belongs there.
+		bad(`"pg_catalog" is a system schema`, "--schema", "pg_catalog", "series", "list"),
+		bad(`"pg_catalog" is a system schema`, "--schema", "pg_catalog", "migrate", "up"),
+		bad(`"information_schema" is a system schema`, "--schema", "information_schema", "series", "add", "x", "--interval", "PT5M"),
+		bad(`"pg_toast" is a system schema`, "--schema", "pg_toast", "migrate", "down", "--yes"),
+		bad(`"pg_mine" is a system schema`, "--schema", "pg_mine", "migrate", "up"),
+		{args: []string{"status", "sensor", "--interval", "PT5M"}, env: []string{"ALMANAC_SCHEMA=information_schema"}, code: exitUsage, want: `"information_schema" is a system schema`},
 
 		// The server is the problem.
 		{args: on("retry", "sensor", "PT5M", day...), env: []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=2"},
@@ -171,6 +222,10 @@ func TestBadInputBinary(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(tests), 50)
 
+	// Nothing is written: in the test's schema, and no schema the cases
+	// name comes into existence.
+	others := schemasNamed(tests)
+	before := databaseState(t, schema, others)
 	for _, tt := range tests {
 		cmd := exec.Command(bin, tt.args...)
 		cmd.Env = append(cleanEnv("DATABASE_URL="+pgtest.URL(t)), tt.env...)
@@ -185,7 +240,26 @@ func TestBadInputBinary(t *testing.T) {
 		require.Contains(t, stderr.String(), tt.want, "%q", tt.args)
 		require.Empty(t, stdout.String(), "%q", tt.args)
 	}
-	require.Equal(t, before, databaseState(t, schema), "nothing was written")
+	require.Equal(t, before, databaseState(t, schema, others), "nothing was written")
+}
+
+// schemasNamed returns the schemas the cases give with --schema or
+// ALMANAC_SCHEMA.
+func schemasNamed(tests []badCase) []string {
+	var out []string
+	for _, tt := range tests {
+		for i, arg := range tt.args {
+			if arg == "--schema" && i+1 < len(tt.args) {
+				out = append(out, tt.args[i+1])
+			}
+		}
+		for _, kv := range tt.env {
+			if v, ok := strings.CutPrefix(kv, "ALMANAC_SCHEMA="); ok {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // TestBadInputNUL: a NUL cannot reach the binary at all, since execve(2)
@@ -203,7 +277,7 @@ func TestBadInputNUL(t *testing.T) {
 	require.Nil(t, cmd.Process, "never started")
 
 	schema := migrated(t)
-	before := databaseState(t, schema)
+	before := databaseState(t, schema, nil)
 	day := []string{"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z"}
 	for _, args := range [][]string{
 		{"series", "add", "a\x00b", "--interval", "PT5M"},
@@ -214,6 +288,8 @@ func TestBadInputNUL(t *testing.T) {
 		append([]string{"retry", "a\x00b", "--interval", "PT5M"}, day...),
 		append([]string{"skip", "a\x00b", "--interval", "PT5M", "--reason", "r"}, day...),
 		{"run", "a\x00b", "--interval", "PT5M", "--", "true"},
+		append([]string{"reopen", "sensor", "--interval", "PT5M", "--reason", "a\x00b"}, day...),
+		append([]string{"skip", "sensor", "--interval", "PT5M", "--reason", "a\x00b"}, day...),
 	} {
 		r := cli(t, append([]string{"--schema", schema}, args...)...)
 		require.Equal(t, exitUsage, r.code, "%q: %s", args, r.stderr)
@@ -223,7 +299,7 @@ func TestBadInputNUL(t *testing.T) {
 	r := cli(t, "--schema", "a\x00b", "series", "list")
 	require.Equal(t, exitUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, `"a\x00b"`)
-	require.Equal(t, before, databaseState(t, schema), "nothing was written")
+	require.Equal(t, before, databaseState(t, schema, nil), "nothing was written")
 }
 
 // cleanEnv is this process's environment without the variables that select
@@ -238,19 +314,19 @@ func cleanEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// databaseState is everything a command could have written: the schemas
-// of the database (but the almanac_test_ ones, which other packages' tests
-// create and drop meanwhile), and every row of every table and sequence of
-// schema.
-func databaseState(t *testing.T, schema string) string {
+// databaseState is everything a command could have written: every row of
+// every table and sequence of schema, and which of the schemas others
+// exist. It looks at nothing else: other tests and other clients of the
+// server create and drop schemas of their own meanwhile.
+func databaseState(t *testing.T, schema string, others []string) string {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	var b strings.Builder
-	var schemas string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace
-		WHERE nspname NOT LIKE 'almanac\_test\_%'`).Scan(&schemas))
-	fmt.Fprintf(&b, "schemas: %s\n", schemas)
+	var existing []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(array_agg(nspname ORDER BY nspname), '{}') FROM pg_namespace
+		WHERE nspname::text = ANY($1::text[])`, others).Scan(&existing))
+	fmt.Fprintf(&b, "schemas named by the cases that exist: %q\n", existing)
 	rows, err := pool.Query(ctx, `SELECT c.relname, c.relkind = 'S' FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relkind IN ('r', 'S') ORDER BY c.relname`, schema)
 	require.NoError(t, err)

@@ -43,9 +43,9 @@ The range [--from, --to) holds the slots whose start lies in it; ranges of more
 than --max-slots slots are refused.`
 
 // check validates the command line before anything connects: name,
-// interval, and the syntax of the times (read in UTC; the series' zone is
-// only known from the database). Every error is a usage error naming the
-// bad value.
+// interval, and what can be checked of the times before the series' zone is
+// known from the database (slot.CheckTime). Every error is a usage error
+// naming the bad value.
 func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
 	if err := slot.CheckName(name); err != nil {
 		return slot.Interval{}, usageError(err)
@@ -70,7 +70,7 @@ func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
 		if t.text == "" {
 			continue
 		}
-		if _, err := slot.ParseTime(t.text, time.UTC); err != nil {
+		if err := slot.CheckTime(t.text); err != nil {
 			return slot.Interval{}, usageError(fmt.Errorf("%s: %w", t.flag, err))
 		}
 	}
@@ -169,8 +169,11 @@ func optionalTime(grid slot.Series, t time.Time) *string {
 	return &s
 }
 
+// describeRange names the series, the zone its local times are read in,
+// and the range as read: "billing P1D (Europe/Berlin) in
+// [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00)".
 func describeRange(grid slot.Series, from, to time.Time) string {
-	return fmt.Sprintf("%s %s in [%s, %s)", grid.Name(), grid.Interval(), formatIn(grid, from), formatIn(grid, to))
+	return fmt.Sprintf("%s %s (%s) in [%s, %s)", printable(grid.Name()), grid.Interval(), grid.Location(), formatIn(grid, from), formatIn(grid, to))
 }
 
 // heldJSON is the machine form of a slot left alone because it is held.

@@ -133,7 +133,7 @@ func TestCoverageCommands(t *testing.T) {
 	require.Len(t, ro.Held, 1)
 	r = cli(t, append([]string{"--schema", schema, "reopen", "sensor", "--interval", "PT5M", "--parked"}, day...)...)
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "reopened 2 slot(s) of sensor PT5M in [2026-03-01T00:00:00Z, 2026-03-02T00:00:00Z)")
+	require.Contains(t, r.stdout, "reopened 2 slot(s) of sensor PT5M (UTC) in [2026-03-01T00:00:00Z, 2026-03-02T00:00:00Z)")
 	require.Contains(t, r.stdout, "2026-03-01T06:00:00Z/PT5M  ACQUIRED  lease of 6ba7b810-9dad-11d1-80b4-00c04fd430c8 until 2030-01-01T00:00:00Z")
 
 	// retry: the slot in backoff.

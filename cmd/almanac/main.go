@@ -31,5 +31,5 @@ func main() {
 		scheduler.KillCommands()
 		os.Exit(130)
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(runInput(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }

@@ -21,7 +21,7 @@ transaction under an advisory lock, so several processes may migrate at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.migrateUpCommand(), a.migrateDownCommand(), a.migrateStatusCommand(), a.migrateSQLCommand())
+	cmd.AddCommand(a.migrateUpCommand(), a.migrateDownCommand(), a.migrateStatusCommand(), a.migrateSQLCommand(), a.migrateGrantsCommand())
 	return cmd
 }
 
@@ -65,22 +65,58 @@ func (a *app) migrateUpCommand() *cobra.Command {
 
 func (a *app) migrateDownCommand() *cobra.Command {
 	var to int
+	var yes, dryRun bool
 	cmd := &cobra.Command{
-		Use:   "down",
+		Use:   "down [--to N] (--yes | --dry-run)",
 		Short: "Undo migrations; by default all of them, which deletes every series and slot",
 		Long: `Undo applied migrations newer than --to, newest first. With the default --to 0
 everything almanac created in the schema is dropped, all series and slots
-included, and the schema itself when nothing else is left in it.`,
+included, and the schema itself when nothing else is left in it.
+
+This cannot be undone. On a terminal, down says what it will drop and asks you
+to type yes; otherwise (a script, a pipe) it needs --yes. --dry-run prints the
+SQL it would run and changes nothing.`,
+		Example: `  almanac migrate down --dry-run
+  almanac --schema staging migrate down --yes`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
 			if to < 0 || to > migrations.Latest() {
 				return usagef("--to %d: expected a version from 0 to %d", to, migrations.Latest())
 			}
-			pool, err := a.connect(cmd.Context())
+			if yes && dryRun {
+				return usagef("give --yes or --dry-run, not both")
+			}
+			if !yes && !dryRun && !a.interactive() {
+				return usagef("migrate down drops almanac's tables in schema %q with every series and slot in them; pass --yes to confirm, or --dry-run to print the SQL it would run", a.schema)
+			}
+			pool, err := a.connect(ctx)
 			if err != nil {
 				return err
 			}
-			undone, err := migrations.Down(cmd.Context(), pool, a.schema, to)
+			if dryRun || !yes {
+				plan, err := migrations.DownPlan(ctx, pool, a.schema, to)
+				if err != nil {
+					return fmt.Errorf("migrate down: %w", err)
+				}
+				if plan == "" {
+					fmt.Fprintf(a.stdout, "nothing to undo in schema %q\n", a.schema)
+					return nil
+				}
+				if dryRun {
+					fmt.Fprintf(a.stdout, "-- dry run: the SQL migrate down --to %d would run in schema %q; nothing was changed.\n\n%s", to, a.schema, plan)
+					return nil
+				}
+				what := "almanac's tables"
+				if to > 0 {
+					what = fmt.Sprintf("the migrations after version %d", to)
+				}
+				if !a.confirm(fmt.Sprintf("migrate down undoes %s in schema %q, on %s: every series, slot and history row in them is deleted, and this cannot be undone. (--dry-run prints the SQL.)",
+					what, a.schema, describeTarget(pool.Config().ConnConfig.Config))) {
+					return problemError(fmt.Errorf("migrate down: not confirmed; nothing was changed"))
+				}
+			}
+			undone, err := migrations.Down(ctx, pool, a.schema, to)
 			if err != nil {
 				return fmt.Errorf("migrate down: %w", err)
 			}
@@ -99,6 +135,46 @@ included, and the schema itself when nothing else is left in it.`,
 		},
 	}
 	cmd.Flags().IntVar(&to, "to", 0, "version to go down to (0 removes everything)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "drop without asking (required when standard input is not a terminal)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the SQL down would run; change nothing")
+	return cmd
+}
+
+func (a *app) migrateGrantsCommand() *cobra.Command {
+	var runtime, migrator string
+	cmd := &cobra.Command{
+		Use:   "grants --runtime ROLE --migrator ROLE",
+		Short: "Print the SQL that sets up least-privilege roles: one that migrates, one that runs",
+		Long: `Print the SQL, for a superuser or the database owner to run once, that gives
+almanac's schema two roles (create them first with CREATE ROLE ... LOGIN):
+
+--migrator  owns the schema: runs migrate up (or Client.Migrate on upgrades);
+            needs no privilege on the database itself
+--runtime   reads and writes rows and nothing else: workers, the sidecar, the
+            coverage commands, and Client.Migrate at start when the schema is
+            current (it then only reads the version table)
+
+Default privileges extend the runtime role's grants to whatever later
+migrations create, as long as they run as the migration role.`,
+		Example: `  almanac migrate grants --runtime app --migrator app_owner | psql "$ADMIN_DATABASE_URL"`,
+		Args:    noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if runtime == "" {
+				return usagef("--runtime is required, e.g. --runtime app")
+			}
+			if migrator == "" {
+				return usagef("--migrator is required, e.g. --migrator app_owner")
+			}
+			text, err := migrations.Grants(a.schema, runtime, migrator)
+			if err != nil {
+				return usageError(err)
+			}
+			_, err = fmt.Fprint(a.stdout, text)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&runtime, "runtime", "", "role of workers and everyday commands: reads and writes rows (required)")
+	cmd.Flags().StringVar(&migrator, "migrator", "", "role that runs migrations and owns the schema (required)")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/slot"
 )
 
 type reopenResult struct {
@@ -38,6 +39,9 @@ created: see materialize.
 			if err != nil {
 				return err
 			}
+			if err := slot.CheckReason(reason); err != nil {
+				return usageError(fmt.Errorf("--reason: %w", err))
+			}
 			c, from, to, err := a.openRange(ctx, &rf, args[0])
 			if err != nil {
 				return err
@@ -61,7 +65,7 @@ created: see materialize.
 		},
 	}
 	rf.register(cmd)
-	cmd.Flags().StringVar(&reason, "reason", coverage.DefaultReopenReason, "why, stored in the slots' message")
+	cmd.Flags().StringVar(&reason, "reason", coverage.DefaultReopenReason, "why, stored in the slots' message (at most 1 KiB of UTF-8, no control characters but tab and newline)")
 	cmd.Flags().StringVar(&states, "states", "COMPLETE,SKIP", "which finished states to reopen: COMPLETE, SKIP or both")
 	cmd.Flags().BoolVar(&parked, "parked", false, "also reopen parked slots (they gave up after their maximum attempts)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be reopened; change nothing")

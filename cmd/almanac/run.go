@@ -149,7 +149,7 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	}
 	for flag, text := range map[string]string{"origin": f.origin, "from": f.from, "to": f.to} {
 		if text != "" {
-			if _, err := slot.ParseTime(text, time.UTC); err != nil {
+			if err := slot.CheckTime(text); err != nil {
 				return usageError(fmt.Errorf("--%s: %w", flag, err))
 			}
 		}

@@ -52,6 +52,9 @@ offset, then the interval or the end).
 			if strings.TrimSpace(reason) == "" {
 				return usagef("--reason is required, e.g. --reason holiday")
 			}
+			if err := slot.CheckReason(reason); err != nil {
+				return usageError(fmt.Errorf("--reason: %w", err))
+			}
 			if slotText != "" {
 				if err := checkSlotSyntax(slotText); err != nil {
 					return err
@@ -82,18 +85,18 @@ offset, then the interval or the end).
 				return a.printJSON(skipResult{toRangeJSON(grid, from, to), dryRun, res.Skipped, res.Inserted,
 					res.Complete, res.AlreadySkipped, toHeldJSON(grid, res.Held)})
 			}
-			verb := "skipped"
+			skipped, inserted := "skipped", "inserted"
 			if dryRun {
-				verb = "dry run: would skip"
+				skipped, inserted = "dry run: would skip", "would insert"
 			}
-			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s and inserted %d missing one(s) as SKIP; left alone: %d complete, %d already skipped\n",
-				verb, res.Skipped, describeRange(grid, from, to), res.Inserted, res.Complete, res.AlreadySkipped)
+			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s and %s %d missing one(s) as SKIP; left alone: %d complete, %d already skipped\n",
+				skipped, res.Skipped, describeRange(grid, from, to), inserted, res.Inserted, res.Complete, res.AlreadySkipped)
 			return printHeld(a.stdout, grid, res.Held)
 		},
 	}
 	rf.register(cmd)
 	cmd.Flags().StringVar(&slotText, "slot", "", "the slot to skip, e.g. 2026-12-25T00:00:00+01:00/P1D")
-	cmd.Flags().StringVar(&reason, "reason", "", "why, stored in the slots' message (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, stored in the slots' message (required; at most 1 KiB of UTF-8, no control characters but tab and newline)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be skipped; change nothing")
 	return cmd
 }
