@@ -2,6 +2,9 @@ package migrations_test
 
 import (
 	"context"
+	"errors"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -121,4 +124,33 @@ func TestHostileRoleSettings(t *testing.T) {
 	_, err = migrations.Up(ctx, conn.Conn(), schema)
 	require.NoError(t, err)
 	require.NoError(t, migrations.Require(ctx, conn.Conn(), schema))
+}
+
+// FuzzGrants: the role and schema names, free text on the command line,
+// either are refused or appear in the SQL only as quoted identifiers.
+func FuzzGrants(f *testing.F) {
+	for _, s := range [][3]string{{"almanac", "app", "owner"}, {"pg_catalog", "app", "owner"}, {"almanac", "pg_monitor", "owner"},
+		{`x"; DROP SCHEMA public; --`, `a"b`, "o"}, {"almanac", "same", "same"}, {"a\x00", "b", "c"}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, schema, runtime, migrator string) {
+		sql, err := migrations.Grants(schema, runtime, migrator)
+		if err != nil {
+			if !errors.Is(err, sqlschema.ErrInvalid) && !errors.Is(err, sqlschema.ErrInvalidRole) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error for %q %q %q is not a one-line invalid name: %v", schema, runtime, migrator, err)
+			}
+			return
+		}
+		// With every quoted name taken out, longest first (one may hold
+		// another), no quote is left over.
+		quoted := []string{sqlschema.Quote(schema), sqlschema.Quote(runtime), sqlschema.Quote(migrator)}
+		sort.Slice(quoted, func(i, j int) bool { return len(quoted[i]) > len(quoted[j]) })
+		rest := sql
+		for _, q := range quoted {
+			rest = strings.ReplaceAll(rest, q, "")
+		}
+		if strings.Contains(rest, `"`) {
+			t.Fatalf("unbalanced quoting for %q %q %q:\n%s", schema, runtime, migrator, sql)
+		}
+	})
 }

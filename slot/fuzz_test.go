@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/almanacdev/almanac/slot"
 )
@@ -112,4 +114,96 @@ func mod(a, b int64) int64 {
 		m += b
 	}
 	return m
+}
+
+// FuzzCheckName: a name is accepted only when every character prints as
+// itself, and the error names it escaped on one line.
+func FuzzCheckName(f *testing.F) {
+	for _, s := range []string{"report", "", "a\x00b", "sensor\u200b", "\u202eroper", "Grüße", "a\u2028b", "bad\xff", strings.Repeat("n", 201)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		err := slot.CheckName(name)
+		if err != nil {
+			oneLineInvalid(t, name, err, slot.ErrName)
+			return
+		}
+		if name == "" || len(name) > slot.MaxNameLen || !utf8.ValidString(name) {
+			t.Fatalf("%q accepted", name)
+		}
+		for _, r := range name {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+				t.Fatalf("%q accepted with %U", name, r)
+			}
+		}
+		if _, err := slot.NewSeries(name, slot.MustParseInterval("PT5M"), nil, time.Time{}); err != nil {
+			t.Fatalf("%q passes CheckName but not NewSeries: %v", name, err)
+		}
+	})
+}
+
+// FuzzCheckReason: a reason is accepted only when it is at most 1 KiB of
+// UTF-8 without control characters but tab and newline, and without
+// invisible characters.
+func FuzzCheckReason(f *testing.F) {
+	for _, s := range []string{"late invoices", "", "tab\tnewline\n", "cr\r", "bad\xff", "\u202e", strings.Repeat("é", 513)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, reason string) {
+		err := slot.CheckReason(reason)
+		if err != nil {
+			oneLineInvalid(t, reason, err, slot.ErrReason)
+			if !utf8.ValidString(err.Error()) || len(err.Error()) > 300 {
+				t.Fatalf("the error for %q is not short valid UTF-8: %q", reason, err)
+			}
+			return
+		}
+		if len(reason) > slot.MaxReasonLen || !utf8.ValidString(reason) {
+			t.Fatalf("%q accepted", reason)
+		}
+		for _, r := range reason {
+			if r != '\t' && r != '\n' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029') {
+				t.Fatalf("%q accepted with %U", reason, r)
+			}
+		}
+	})
+}
+
+// FuzzCheckTime: CheckTime accepts every text ParseTime reads in some zone,
+// and refuses only texts ParseTime refuses in every zone.
+func FuzzCheckTime(f *testing.F) {
+	for _, s := range []string{"2026-03-01", "20260301", "20260301T0600Z", "2026-03-01T25:00", "9999-12-31T10:00", "0001-01-01T20:00",
+		"2026-03-01T00:00:00+01:00", "10000-01-01", "2026030", "yesterday", ""} {
+		f.Add(s, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, in string, z uint8) {
+		checkErr := slot.CheckTime(in)
+		_, parseErr := slot.ParseTime(in, fuzzZone(t, z))
+		if checkErr != nil {
+			oneLineInvalid(t, in, checkErr, slot.ErrTime)
+			if parseErr == nil {
+				t.Fatalf("CheckTime refuses %q (%v), ParseTime reads it", in, checkErr)
+			}
+		}
+		if parseErr != nil {
+			oneLineInvalid(t, in, parseErr, slot.ErrTime)
+		}
+	})
+}
+
+// FuzzLoadZone: the --tz flag. A zone is accepted only under its own name.
+func FuzzLoadZone(f *testing.F) {
+	for _, s := range []string{"UTC", "", "Europe/Berlin", "Local", "../etc/passwd", "/etc/localtime", "Mars/Base", "europe/berlin", "EST5EDT"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		loc, err := slot.LoadZone(name)
+		if err != nil {
+			oneLineInvalid(t, name, err, slot.ErrZone)
+			return
+		}
+		if name != "" && loc.String() != name || name == "Local" {
+			t.Fatalf("%q loaded as %s", name, loc)
+		}
+	})
 }

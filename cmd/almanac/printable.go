@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // printable returns a name as it is safe to print in text output: the name
@@ -15,7 +16,7 @@ import (
 // no plain name reads like the quoted form of another. (almanac refuses such characters in the names it
 // registers; see slot.CheckName.) JSON output carries names unchanged.
 func printable(name string) string {
-	if strings.HasPrefix(name, `"`) || strings.TrimSpace(name) != name || strings.IndexFunc(name, hidden) >= 0 {
+	if strings.HasPrefix(name, `"`) || strings.TrimSpace(name) != name || !utf8.ValidString(name) || strings.IndexFunc(name, hidden) >= 0 {
 		return strconv.Quote(name)
 	}
 	return name
