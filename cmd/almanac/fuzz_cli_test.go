@@ -152,7 +152,9 @@ var flagCases = []flagCase{
 		_, err := slot.LoadZone(v)
 		return err
 	}, false},
-	{"run --from", func(v string) []string { return []string{"run", "x", "--interval", "PT5M", eq("from", v), "--", "true"} }, func(v string) error {
+	{"run --from", func(v string) []string {
+		return []string{"run", "x", "--interval", "PT5M", eq("from", v), "--", "true"}
+	}, func(v string) error {
 		if v == "" {
 			return nil
 		}
