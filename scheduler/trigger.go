@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/robfig/cron/v3"
 
@@ -31,6 +32,12 @@ func parseSchedule(spec string) (s cron.Schedule, err error) {
 			s, err = nil, fmt.Errorf("%w: schedule %q: malformed (%v); expected a cron spec such as \"*/5 * * * *\"", slot.ErrInvalid, spec, p)
 		}
 	}()
+	// A spec is one line: cron would echo a newline or another control
+	// character into its error, which must stay one line.
+	if i := strings.IndexFunc(spec, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }); i >= 0 {
+		return nil, fmt.Errorf("%w: schedule %q: contains control character %U; expected a cron spec such as \"*/5 * * * *\"",
+			slot.ErrInvalid, spec, []rune(spec[i:])[0])
+	}
 	s, err = cron.ParseStandard(spec)
 	if every, ok := strings.CutPrefix(spec, "@every "); ok && err == nil {
 		// cron rounds a zero or negative period up to a second; refuse it.
