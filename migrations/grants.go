@@ -47,9 +47,10 @@ func Grants(schema, runtime, migrator string) (string, error) {
 -- Both roles need CONNECT on the database (PUBLIC has it unless revoked).
 
 -- The migration role owns the schema: it creates and alters almanac's tables
--- there, and needs no privilege on the database itself. (A schema created
--- earlier by another role: ALTER SCHEMA %[1]s OWNER TO %[3]s, and the same
--- for each of its tables and its sequence, or REASSIGN OWNED.)
+-- there, and needs no privilege on the database itself. (For a schema another
+-- role created and migrated earlier, make the migration role the owner of the
+-- schema and of each table, sequence and function in it: ALTER SCHEMA %[1]s
+-- OWNER TO %[3]s; ALTER TABLE %[1]s.slot OWNER TO %[3]s; and so on.)
 CREATE SCHEMA IF NOT EXISTS %[1]s AUTHORIZATION %[3]s;
 
 -- The runtime role reads and writes rows, and nothing else: it cannot

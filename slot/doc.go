@@ -51,7 +51,21 @@
 // # Limits
 //
 // Boundaries lie between MinTime and MaxTime (within the years 1 to 9999)
-// with microsecond precision, PostgreSQL's. Every error for bad input wraps
-// ErrInvalid and a specific kind (ErrInterval, ErrTime, ErrSlot, ...), and
-// names the offending value.
+// with microsecond precision, PostgreSQL's. A slot exists only when both its
+// start and its end do: an interval is at most MaxInterval (P1000Y), an
+// origin's first slot must end by MaxTime, and a range holding the start of
+// a slot that would end after it is refused. Dates are written with hyphens
+// (2026-03-01); the ISO 8601 basic format (20260301) is refused, never
+// guessed at.
+//
+// Names (CheckName) and reasons (CheckReason) are text people read in
+// listings, so they may not hold control characters (reasons may hold tabs
+// and newlines) or invisible ones — zero-width and bidirectional-control
+// characters, the rest of Unicode category Cf, U+2028 and U+2029 — which
+// would let two different names look alike. A reason is at most
+// MaxReasonLen (1 KiB).
+//
+// Every error for bad input wraps ErrInvalid and a specific kind
+// (ErrInterval, ErrTime, ErrSlot, ErrReason, ...), and names the offending
+// value, escaped.
 package slot
