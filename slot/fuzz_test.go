@@ -207,3 +207,26 @@ func FuzzLoadZone(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPrintableName: a printed name shows no invisible or control character
+// raw, and two different names never print alike.
+func FuzzPrintableName(f *testing.F) {
+	for _, s := range [][2]string{{"sensor", "sensor\u200b"}, {"\u202erosnes", "sensor"}, {`"sensor"`, "sensor"},
+		{`"sensor\u200b"`, "sensor\u200b"}, {"sensor ", "sensor"}, {"sensor\u00a0", "sensor "}, {"\xff", "\ufffd"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		pa, pb := slot.PrintableName(a), slot.PrintableName(b)
+		if a != b && pa == pb {
+			t.Fatalf("%q and %q both print as %s", a, b, pa)
+		}
+		if !utf8.ValidString(pa) {
+			t.Fatalf("%q prints as invalid UTF-8", a)
+		}
+		for _, r := range pa {
+			if !unicode.IsGraphic(r) || unicode.IsSpace(r) && r != ' ' {
+				t.Fatalf("%q prints with %U raw: %s", a, r, pa)
+			}
+		}
+	})
+}

@@ -172,3 +172,24 @@ func TestParseTimeSaysHowItRead(t *testing.T) {
 		require.NotContains(t, err.Error(), "read in", bad)
 	}
 }
+
+func TestPrintableName(t *testing.T) {
+	for in, want := range map[string]string{
+		"sensor":         "sensor",
+		"Grüße 名前":       "Grüße 名前",
+		"sensor\u200b":   `"sensor\u200b"`,
+		"\u202erosnes":   `"\u202erosnes"`,
+		`"sensor"`:       `"\"sensor\""`,
+		"sensor ":        `"sensor "`,
+		"sen\u00a0sor":   `"sen\u00a0sor"`,
+		"bad\xff":        `"bad\xff"`,
+		"tab\there":      `"tab\there"`,
+		"line\u2028sep":  `"line\u2028sep"`,
+		"inner space ok": "inner space ok",
+	} {
+		require.Equal(t, want, slot.PrintableName(in), "%q", in)
+	}
+	s, err := slot.NewSeries("sensor\u200b", slot.MustParseInterval("PT5M"), nil, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, `"sensor\u200b" PT5M (UTC, origin 2000-01-01T00:00:00Z)`, s.String())
+}

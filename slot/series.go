@@ -173,9 +173,10 @@ func (s Series) Location() *time.Location { return s.loc }
 // Origin returns the start of slot 0, in the series' zone.
 func (s Series) Origin() time.Time { return s.origin }
 
-// String describes the series, e.g. "sensor_report PT5M (UTC, origin 2000-01-01T00:00:00Z)".
+// String describes the series, e.g. "sensor_report PT5M (UTC, origin
+// 2000-01-01T00:00:00Z)", with the name as PrintableName shows it.
 func (s Series) String() string {
-	return fmt.Sprintf("%s %s (%s, origin %s)", s.name, s.interval, s.loc, FormatTime(s.origin))
+	return fmt.Sprintf("%s %s (%s, origin %s)", PrintableName(s.name), s.interval, s.loc, FormatTime(s.origin))
 }
 
 // Slot returns slot n of the grid (slot 0 starts at the origin; n may be

@@ -2,6 +2,8 @@ package slot
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -53,4 +55,26 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0
 // follows it print backwards.
 func isInvisible(r rune) bool {
 	return r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r)
+}
+
+// PrintableName returns name as it is safe to show a person: the name itself
+// when every character shows as what it is, else the name quoted with Go
+// escapes ("sensor\u200b", "\u202erosnes"). A series another tool stored
+// with an invisible or control character, a space other than U+0020, a
+// leading or trailing space or invalid UTF-8 thus never looks like another
+// series. A name that itself starts with a double quote is quoted too, so no
+// plain name reads like the quoted form of another: different names always
+// print differently.
+func PrintableName(name string) string {
+	if strings.HasPrefix(name, `"`) || strings.TrimSpace(name) != name || !utf8.ValidString(name) || strings.IndexFunc(name, hidden) >= 0 {
+		return strconv.Quote(name)
+	}
+	return name
+}
+
+// hidden reports whether r would not show as itself: control and format
+// characters, the line and paragraph separators, and spaces other than
+// U+0020, which print like it.
+func hidden(r rune) bool {
+	return !unicode.IsGraphic(r) || unicode.IsSpace(r) && r != ' '
 }

@@ -173,7 +173,7 @@ func optionalTime(grid slot.Series, t time.Time) *string {
 // and the range as read: "billing P1D (Europe/Berlin) in
 // [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00)".
 func describeRange(grid slot.Series, from, to time.Time) string {
-	return fmt.Sprintf("%s %s (%s) in [%s, %s)", printable(grid.Name()), grid.Interval(), grid.Location(), formatIn(grid, from), formatIn(grid, to))
+	return fmt.Sprintf("%s %s (%s) in [%s, %s)", slot.PrintableName(grid.Name()), grid.Interval(), grid.Location(), formatIn(grid, from), formatIn(grid, to))
 }
 
 // heldJSON is the machine form of a slot left alone because it is held.

@@ -85,7 +85,7 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 				verb = "already registered"
 			}
 			g := def.Grid
-			fmt.Fprintf(a.stdout, "%s %s %s (%s, origin %s)\n", verb, printable(g.Name()), g.Interval(), g.Location(), slot.FormatTime(g.Origin()))
+			fmt.Fprintf(a.stdout, "%s %s %s (%s, origin %s)\n", verb, slot.PrintableName(g.Name()), g.Interval(), g.Location(), slot.FormatTime(g.Origin()))
 			return nil
 		},
 	}
@@ -149,7 +149,7 @@ func (a *app) seriesListCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tINTERVAL\tTIME ZONE\tORIGIN")
 			for _, d := range defs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", printable(d.Grid.Name()), d.Grid.Interval(), d.Grid.Location(), slot.FormatTime(d.Grid.Origin()))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", slot.PrintableName(d.Grid.Name()), d.Grid.Interval(), d.Grid.Location(), slot.FormatTime(d.Grid.Origin()))
 			}
 			return tw.Flush()
 		},

@@ -114,7 +114,7 @@ func (a *app) printStatus(grid slot.Series, res statusResult) error {
 		return *s
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "series\t%s %s (%s)\n", printable(res.Name), res.Interval, res.TimeZone)
+	fmt.Fprintf(tw, "series\t%s %s (%s)\n", slot.PrintableName(res.Name), res.Interval, res.TimeZone)
 	if res.From == nil {
 		fmt.Fprintf(tw, "range\tno slots stored\n")
 	} else {
