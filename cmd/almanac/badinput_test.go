@@ -161,6 +161,7 @@ func TestBadInputBinary(t *testing.T) {
 		bad("holds the P1Y slot starting 9999-01-01T00:00:00Z, which would end after 9999-12-31T00:00:00Z", on("materialize", "yearly", "P1Y", "--from", "9990-01-01", "--to", "9999-06-01")...),
 		bad("holds the P1Y slot starting 9999-01-01T00:00:00Z", on("gaps", "yearly", "P1Y", "--from", "9990-01-01", "--to", "9999-12-30")...),
 		bad("holds the P1D slot starting 9999-12-31T00:00:00+01:00", on("skip", "berlin", "P1D", "--from", "9999-12-01", "--to", "9999-12-31T00:30", "--reason", "r")...),
+		bad("holds the P1Y slot starting 9999-01-01T00:00:00Z", s("run", "yearly", "--interval", "P1Y", "--from", "9990-01-01", "--to", "9999-06-01", "--", "true")...),
 
 		// Schedules that never fire.
 		bad(`"0 0 30 2 *" never fires`, s("run", "x", "--interval", "PT5M", "--schedule", "0 0 30 2 *", "--", "true")...),

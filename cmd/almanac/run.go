@@ -184,6 +184,12 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 		if !start.IsZero() && end.Before(start) {
 			return usagef("--from %s is after --to %s: expected from <= to", f.from, f.to)
 		}
+		if !start.IsZero() {
+			// Every slot of the range must exist (end by slot.MaxTime).
+			if _, err := grid.CheckRange(start, end, 0); err != nil {
+				return usageError(fmt.Errorf("--from and --to: %w", err))
+			}
+		}
 	}
 
 	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
