@@ -127,7 +127,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 }
 
 // Migrate creates or upgrades almanac's tables in the schema. It is safe to
-// run from every instance at start-up, concurrently.
+// run from every instance at start-up, concurrently, and when the schema is
+// current it only reads the version table, so a role that cannot change the
+// schema may run it (see migrations.Grants for the two roles).
 func (c *Client) Migrate(ctx context.Context) error {
 	_, err := migrations.Up(ctx, c.pool, c.opts.Schema)
 	return err
