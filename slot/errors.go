@@ -1,6 +1,10 @@
 package slot
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+	"unicode/utf8"
+)
 
 // ErrInvalid is matched (with errors.Is) by every error this package returns
 // for bad input: a malformed interval, time, zone, name, reason or slot text, a
@@ -31,10 +35,23 @@ func (e inputError) Error() string { return string(e) }
 // Is makes every inputError match ErrInvalid.
 func (e inputError) Is(target error) bool { return target == ErrInvalid }
 
+// abbreviate shortens s for an error message, at a character boundary, so
+// that its quoted form (%q) stays about 64 characters long whatever s holds:
+// an invalid byte or an escaped character quotes as four or more.
 func abbreviate(s string) string {
 	const max = 64
-	if len(s) <= max {
-		return s
+	width := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		w := len(`\xff`)
+		if r != utf8.RuneError || n > 1 {
+			w = len(strconv.QuoteRune(r)) - len(`''`)
+		}
+		if width+w > max {
+			return s[:i] + "…"
+		}
+		width += w
+		i += n
 	}
-	return s[:max] + "…"
+	return s
 }
