@@ -30,18 +30,14 @@ type flagCase struct {
 	safe bool
 }
 
-var (
-	day      = []string{"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z"}
-	eq       = func(flag, v string) string { return "--" + flag + "=" + v }
-	withDay  = func(args ...string) []string { return append(args, day...) }
-	noErr    = func(string) error { return nil }
-	dryRunIf = func(args []string, dry bool) []string {
-		if dry {
-			return append(args, "--dry-run")
-		}
-		return args
-	}
-)
+// eq writes a flag with its value in one argument, so that a value
+// starting with "-" is still read as the value.
+func eq(flag, v string) string { return "--" + flag + "=" + v }
+
+// withDay adds a one-day range.
+func withDay(args ...string) []string {
+	return append(args, "--from", "2026-03-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z")
+}
 
 // nameErr is slot.CheckName, but a word starting with "-" is read as a
 // flag, which may be --help: no claim is made about those.
@@ -257,7 +253,9 @@ func FuzzCLIDatabase(f *testing.F) {
 		args := c.args(v)
 		switch args[0] {
 		case "reopen", "skip", "retry", "materialize":
-			args = dryRunIf(args, !malformed)
+			if !malformed {
+				args = append(args, "--dry-run")
+			}
 		}
 		if !strings.HasPrefix(args[0], "--schema=") {
 			args = append([]string{"--schema", schema}, args...)
