@@ -98,8 +98,14 @@ func TestMigrateDownIsGuarded(t *testing.T) {
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	require.Equal(t, before, snapshot(t, schema))
 
+	plan := decode[struct {
+		DryRun bool   `json:"dry_run"`
+		SQL    string `json:"sql"`
+	}](t, cli(t, "--schema", schema, "--json", "migrate", "down", "--dry-run"))
+	require.True(t, plan.DryRun)
 	r = cli(t, "--schema", schema, "migrate", "down", "--dry-run")
 	requireOK(t, r)
+	require.Contains(t, r.stdout, plan.SQL)
 	require.Contains(t, r.stdout, "DROP TABLE IF EXISTS \""+schema+"\".slot;")
 	require.Contains(t, r.stdout, "DELETE FROM \""+schema+"\".schema_migrations WHERE version = 1;")
 	require.Contains(t, r.stdout, "DROP TABLE \""+schema+"\".schema_migrations;")

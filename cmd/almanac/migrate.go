@@ -99,6 +99,13 @@ SQL it would run and changes nothing.`,
 				if err != nil {
 					return fmt.Errorf("migrate down: %w", err)
 				}
+				if dryRun && a.json {
+					return a.printJSON(struct {
+						Schema string `json:"schema"`
+						DryRun bool   `json:"dry_run"`
+						SQL    string `json:"sql"`
+					}{a.schema, true, plan})
+				}
 				if plan == "" {
 					fmt.Fprintf(a.stdout, "nothing to undo in schema %q\n", a.schema)
 					return nil
