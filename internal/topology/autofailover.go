@@ -71,6 +71,11 @@ func StartFormation(ctx context.Context) (_ *Formation, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A PATH entry may hold symbolic links to the installation (Debian
+	// keeps pg_config and the extension's files beside the real ones).
+	if pgctl, err := filepath.EvalSymlinks(filepath.Join(binDir, "pg_ctl")); err == nil {
+		binDir = filepath.Dir(pgctl)
+	}
 	if err := requireExtension(binDir); err != nil {
 		return nil, err
 	}
@@ -137,14 +142,27 @@ func StartFormation(ctx context.Context) (_ *Formation, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// Both nodes register at once: the monitor makes the first one the
-	// primary and the other its standby.
-	for _, n := range f.nodes {
+	// The monitor makes the first node to register the primary and the
+	// next its standby. The standby is started as soon as the primary is
+	// registered, and is created (a base backup) while the primary starts.
+	for i, n := range f.nodes {
 		n.keeper, err = dir.start(n.name, autoctl, []string{"create", "postgres", "--pgdata", n.pgdata,
 			"--pgport", strconv.Itoa(n.port), "--auth", "trust", "--no-ssl", "--hostname", "127.0.0.1",
 			"--listen", "127.0.0.1", "--name", n.name, "--monitor", f.MonitorURL(), "--run"}, f.env)
 		if err != nil {
 			return nil, err
+		}
+		if i == 0 {
+			err = waitReady(ctx, n.keeper, func(ctx context.Context) error {
+				states, err := f.States(ctx)
+				if err == nil && len(states) == 0 {
+					err = errors.New("not registered yet")
+				}
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := f.waitSettled(ctx); err != nil {
@@ -301,9 +319,10 @@ func (f *Formation) logs() string {
 }
 
 // Failover promotes the standby with pg_autoctl perform failover and
-// returns once the new primary and the old one, now its synchronous
-// standby, are settled, or when ctx is done (2 minutes if it has no
-// deadline). It returns the port of the new primary.
+// returns the port of the new primary once it is promoted (it accepts
+// writes), or when ctx is done (2 minutes if it has no deadline). The old
+// primary then rejoins as the synchronous standby: call WaitSettled before
+// another failover.
 func (f *Formation) Failover(ctx context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -313,22 +332,47 @@ func (f *Formation) Failover(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cmd := f.dir.command(f.autoctl, []string{"perform", "failover", "--monitor", f.MonitorURL()}, f.env)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("topology: pg_autoctl perform failover: %w\n%s", err, out)
+	// The monitor's perform_failover can lose a deadlock against a
+	// keeper's concurrent state report; it changes nothing then, and is
+	// tried again.
+	for attempt := 1; ; attempt++ {
+		cmd := f.dir.command(f.autoctl, []string{"perform", "failover", "--monitor", f.MonitorURL()}, f.env)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(string(out), "deadlock detected") {
+			return 0, fmt.Errorf("topology: pg_autoctl perform failover: %w\n%s\n%s", err, out, f.logs())
+		}
 	}
-	if err := f.waitSettled(ctx); err != nil {
-		return 0, err
+	for {
+		states, err := f.States(ctx)
+		if err == nil {
+			for _, s := range states {
+				if s.Port != before && s.Reported == "primary" || s.Port != before && s.Reported == "wait_primary" {
+					return s.Port, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("topology: no new primary after failover: %w (states %v, last error %v)\n%s", ctx.Err(), states, err, f.logs())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	after, err := f.Primary(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if after == before {
-		return 0, fmt.Errorf("topology: failover left the primary on port %d", before)
-	}
-	return after, nil
 }
+
+// WaitSettled waits until one node is the primary and the other its
+// synchronous standby, as reported by their keepers and as assigned by the
+// monitor, or until ctx is done (2 minutes if it has no deadline).
+func (f *Formation) WaitSettled(ctx context.Context) error {
+	ctx, cancel := withDefault(ctx, formationTimeout)
+	defer cancel()
+	return f.waitSettled(ctx)
+}
+
+// Logs returns the end of the monitor's and the keepers' logs.
+func (f *Formation) Logs() string { return f.logs() }
 
 // Destroy stops the nodes and the monitor and removes the formation's
 // directory. Calling it again does nothing.

@@ -30,6 +30,7 @@ var rangeFrom = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // 1.21, which cannot keep protocol-level prepared statements across
 // transactions).
 func TestPgBouncer(t *testing.T) {
+	t.Parallel() // most of its time is spent waiting on servers
 	for _, c := range []struct {
 		name, mode, params string
 	}{
