@@ -27,7 +27,7 @@ import (
 func TestConnectionsPerProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Settings: pgcluster.FastSettings})
+	c, err := StartCluster(ctx, pgcluster.FastSettings)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Destroy() })
 	url := c.URL("postgres")

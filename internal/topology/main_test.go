@@ -95,12 +95,12 @@ func bouncer(t *testing.T, mode string) *PgBouncer {
 func almanacCLI(t *testing.T) string {
 	t.Helper()
 	bin, err := shared.cli.get(func() (string, error) {
-		dir, err := os.MkdirTemp("", "almanac-cli-")
+		dir, err := newWorkDir("cli") // removed by the next start if we die
 		if err != nil {
 			return "", err
 		}
-		shared.onStop(func() error { return os.RemoveAll(dir) })
-		bin := filepath.Join(dir, "almanac")
+		shared.onStop(dir.remove)
+		bin := filepath.Join(dir.path, "almanac")
 		args := []string{"build", "-o", bin}
 		if raceEnabled {
 			args = append(args, "-race")

@@ -231,11 +231,13 @@ func spawn(cmd *exec.Cmd) error {
 	return <-done
 }
 
-// reapOrphans ends the process groups of work directories whose owner died
-// without cleaning up, and removes those directories. A group is only
-// signalled while one of its processes provably belongs to that directory
-// (its working directory or command line is in it), so a reused pid is
-// never hit.
+// reapOrphans ends the servers of work directories whose owner died without
+// cleaning up, and removes those directories: the recorded process groups,
+// and any process whose working directory is in the directory (a
+// postmaster started by pg_ctl leaves our group, but works in its data
+// directory). A group is only signalled while one of its processes
+// provably belongs to the directory (its working directory or command line
+// is in it), so a reused pid is never hit.
 func reapOrphans() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
 	for _, dir := range dirs {
@@ -248,30 +250,58 @@ func reapOrphans() {
 			continue
 		}
 		groups, _ := os.ReadFile(filepath.Join(dir, "groups"))
-		clean := true
 		for _, line := range strings.Fields(string(groups)) {
-			pgid, err := strconv.Atoi(line)
-			if err != nil {
-				continue
-			}
-			if groupIn(pgid, dir) {
+			if pgid, err := strconv.Atoi(line); err == nil && groupIn(pgid, dir) {
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-				clean = waitGroupGone(pgid, dir) && clean
 			}
 		}
-		if clean {
+		// Servers that detached from our groups (pg_ctl starts a
+		// postmaster in a session of its own) still work in the directory.
+		for _, pid := range workingIn(dir) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if waitGone(dir) {
 			_ = os.RemoveAll(dir)
 		}
 	}
 }
 
-func waitGroupGone(pgid int, dir string) bool {
+// waitGone waits until no process of a recorded group and none working in
+// dir is left, and reports whether that happened.
+func waitGone(dir string) bool {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !groupIn(pgid, dir) {
+		if len(workingIn(dir)) == 0 && !anyGroupIn(dir) {
 			return true
 		}
 	}
 	return false
+}
+
+func anyGroupIn(dir string) bool {
+	groups, _ := os.ReadFile(filepath.Join(dir, "groups"))
+	for _, line := range strings.Fields(string(groups)) {
+		if pgid, err := strconv.Atoi(line); err == nil && groupIn(pgid, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// workingIn lists the live processes whose working directory is dir or
+// below it.
+func workingIn(dir string) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join(p, "cwd")); err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // groupIn reports whether a live process of group pgid works in dir.

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/almanacdev/almanac/internal/pgcluster"
 )
 
 // TestImmediateRestart works 300 slots with two sidecars while their
@@ -19,9 +17,9 @@ func TestImmediateRestart(t *testing.T) {
 	// Commits are flushed to the WAL before they are acknowledged
 	// (synchronous_commit stays on), so an acknowledged COMPLETE survives
 	// the crash; fsync only matters for a crash of the machine.
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{
+	c, err := StartCluster(ctx, map[string]string{
 		"fsync": "off", "full_page_writes": "off", "max_connections": "100",
-	}})
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if err := c.Destroy(); err != nil {
