@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,15 +52,24 @@ func TestFailover(t *testing.T) {
 
 	// A lease long enough to outlast a failover's pause in writes, so a
 	// healthy holder keeps its slot through it.
+	const pace, slow = 500 * time.Millisecond, 3 * time.Second
+	w.setPace(pace)
 	sidecars := []*sidecar{
-		w.sidecar("a", url, 0.5, "--workers", "2", "--lease-ttl", "10s"),
-		w.sidecar("b", url, 0.5, "--workers", "2", "--lease-ttl", "10s"),
+		w.pacedSidecar("a", url, "--workers", "2", "--lease-ttl", "10s"),
+		w.pacedSidecar("b", url, "--workers", "2", "--lease-ttl", "10s"),
 	}
-	lib := startLibraryWorker(t, w, url)
+	lib := startLibraryWorker(t, w, url, pace)
 
 	for i, at := range []int{slots / 4, slots / 2} {
 		w.waitCompleted(at, 2*time.Minute, sidecars...)
+		// The old primary rejoins as the standby by a base backup, which
+		// takes from seconds to half a minute on a busy machine: slow the
+		// work down meanwhile so that some is left for the next failover.
+		w.setPace(slow)
+		lib.pace.Store(int64(slow))
 		require.NoError(t, f.WaitSettled(ctx))
+		w.setPace(pace)
+		lib.pace.Store(int64(pace))
 		t0 := uptime(t)
 		primary, err := f.Failover(ctx)
 		require.NoError(t, err, "failover %d", i+1)
@@ -82,10 +92,11 @@ func TestFailover(t *testing.T) {
 }
 
 // library is a locked-mode job of the Client on the series, whose handler
-// commits an effect row (slot, fence) with the slot and notes when each
-// attempt began on the recorder's clock.
+// commits an effect row (slot, fence) with the slot, works for pace, and
+// notes when each attempt began on the recorder's clock.
 type library struct {
 	stop   func()
+	pace   atomic.Int64 // how long a handler works, in nanoseconds
 	mu     sync.Mutex
 	begins []float64
 }
@@ -97,7 +108,7 @@ func (l *library) starts() []float64 {
 	return slices.Clone(l.begins)
 }
 
-func startLibraryWorker(t *testing.T, w *workload, url string) *library {
+func startLibraryWorker(t *testing.T, w *workload, url string, pace time.Duration) *library {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(url)
@@ -111,6 +122,7 @@ func startLibraryWorker(t *testing.T, w *workload, url string) *library {
 	require.NoError(t, err)
 	effect := w.table("effect")
 	l := &library{}
+	l.pace.Store(int64(pace))
 	require.NoError(t, client.Register(almanac.Job{Series: w.grid, Start: rangeFrom, End: w.to(),
 		Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 			began := uptime(t)
@@ -121,7 +133,7 @@ func startLibraryWorker(t *testing.T, w *workload, url string) *library {
 				return err
 			}
 			select {
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(time.Duration(l.pace.Load())):
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()

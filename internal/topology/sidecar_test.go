@@ -88,18 +88,28 @@ func (s *sidecar) exited() bool {
 // work and an end line after it (also when stopped by SIGTERM) to a runs
 // file, with the slot, the fencing token and the time on the machine's
 // monotonic clock (/proc/uptime, read by the shell itself), so runs of
-// several processes can be compared. Usage: sh -c recorder sh RUNS SECONDS.
+// several processes can be compared. Usage: sh -c recorder sh RUNS WORK,
+// where WORK is how many seconds a run works, or a file holding that
+// number, read at the start of every run.
 const recorder = `rec() { read up _ </proc/uptime; echo "$1 $ALMANAC_SLOT $ALMANAC_FENCE $up $$" >>"$RUNS"; }
 RUNS=$1
+work=$2
+if [ -f "$work" ]; then read work <"$2"; fi
 trap 'rec term; exit 143' TERM
 rec start
-sleep "$2" & wait $!
+sleep "$work" & wait $!
 rec end`
 
 // recordCommand returns the command line (after --) that records its runs
 // in file and works for seconds.
 func recordCommand(file string, seconds float64) []string {
 	return []string{"sh", "-c", recorder, "sh", file, strconv.FormatFloat(seconds, 'f', -1, 64)}
+}
+
+// pacedCommand returns the command line (after --) that records its runs
+// in file and works as long as the pace file says when each run starts.
+func pacedCommand(file, pace string) []string {
+	return []string{"sh", "-c", recorder, "sh", file, pace}
 }
 
 // run is one run of a command, as recorded.

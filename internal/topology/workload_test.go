@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,10 +68,32 @@ func (w *workload) table(name string) string {
 // sidecar starts `almanac run` on the series over url, with the recorder
 // working seconds per slot; flags come before the command.
 func (w *workload) sidecar(name, url string, seconds float64, flags ...string) *sidecar {
+	return w.startSidecar(name, url, recordCommand(w.runs, seconds), flags)
+}
+
+// pacedSidecar starts `almanac run` like sidecar, with the recorder working
+// as long as setPace last said.
+func (w *workload) pacedSidecar(name, url string, flags ...string) *sidecar {
+	return w.startSidecar(name, url, pacedCommand(w.runs, w.paceFile()), flags)
+}
+
+func (w *workload) startSidecar(name, url string, command, flags []string) *sidecar {
 	args := []string{"--database-url", url, "--schema", w.schema, "run", w.series, "--interval", "PT1M",
 		"--from", rangeFrom.Format(time.RFC3339), "--to", w.to().Format(time.RFC3339)}
 	args = append(append(args, flags...), "--")
-	return startSidecar(w.t, name, append(args, recordCommand(w.runs, seconds)...)...)
+	return startSidecar(w.t, name, append(args, command...)...)
+}
+
+func (w *workload) paceFile() string { return w.runs + ".pace" }
+
+// setPace sets how long the paced sidecars' runs that start from now on
+// work: a test slows the work down while it waits for a server, so that
+// work is left when the next fault comes.
+func (w *workload) setPace(d time.Duration) {
+	w.t.Helper()
+	tmp := w.paceFile() + ".tmp"
+	require.NoError(w.t, os.WriteFile(tmp, []byte(strconv.FormatFloat(d.Seconds(), 'f', -1, 64)+"\n"), 0o644))
+	require.NoError(w.t, os.Rename(tmp, w.paceFile()))
 }
 
 // completed counts the COMPLETE slots, retrying while the server is away
