@@ -18,4 +18,30 @@
 // Stop and Destroy end the group, and starting any component first ends the
 // groups of processes that died without cleaning up (a panic, a -timeout).
 // Servers also get SIGKILL when the process that started them dies.
+//
+// The tests are the deployment suite. Sidecars are the built CLI (`almanac
+// run … -- sh -c …`) whose command appends a start and an end line per run
+// to a file, with the slot, the fencing token and the time on the
+// machine's monotonic clock, so "ran twice" is two runs of one slot and
+// "overlap" two runs whose intervals intersect:
+//
+//   - TestPgBouncer: in session and transaction pooling (the latter with
+//     the plain URL and with pgx's simple protocol), migrate, materialize,
+//     locked, batched and lease-mode jobs of the Client with an effect row
+//     per slot, the sidecar, and a re-open reaching an idle sidecar
+//     (LISTEN through session pooling or a direct --listen-url; through
+//     transaction pooling a warning that wake-ups fall back to polling).
+//   - TestFailover: two sidecars and a locked-mode Client on a formation's
+//     multi-host URL, 360 slots, two failovers: none missed or run twice,
+//     work resumed within 5 s of each promotion.
+//   - TestImmediateRestart: two sidecars, 300 slots, two pg_ctl restart -m
+//     immediate: none missed or run twice.
+//   - TestPartitionedSidecarStopsBeforeItsLeaseExpires: a sidecar's proxy
+//     frozen for longer than its lease while its command runs; the
+//     successor's run must not overlap it.
+//   - TestConnectionsPerProcess: the connections a sidecar and a Client
+//     open, per worker.
+//
+// Run them with go test -race -v ./internal/topology (about 100 s: the
+// formation takes 10 to 40 s to set up, and the tests run in parallel).
 package topology
