@@ -63,10 +63,6 @@ const formationTimeout = 2 * time.Minute
 // It fails with an error wrapping ErrMissing when pg_autoctl or the
 // pgautofailover extension is not installed.
 func StartFormation(ctx context.Context) (_ *Formation, err error) {
-	autoctl, err := program("pg_autoctl", "pg-auto-failover-cli")
-	if err != nil {
-		return nil, err
-	}
 	binDir, err := pgcluster.Find()
 	if err != nil {
 		return nil, err
@@ -76,7 +72,8 @@ func StartFormation(ctx context.Context) (_ *Formation, err error) {
 	if pgctl, err := filepath.EvalSymlinks(filepath.Join(binDir, "pg_ctl")); err == nil {
 		binDir = filepath.Dir(pgctl)
 	}
-	if err := requireExtension(binDir); err != nil {
+	autoctl, err := requireAutoFailover(binDir)
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := withDefault(ctx, formationTimeout)
@@ -171,25 +168,31 @@ func StartFormation(ctx context.Context) (_ *Formation, err error) {
 	return f, nil
 }
 
-// requireExtension checks that the pgautofailover extension is installed
-// for the PostgreSQL of binDir.
-func requireExtension(binDir string) error {
+// requireAutoFailover finds pg_autoctl and checks that the pgautofailover
+// extension is installed for the PostgreSQL of binDir. Either missing is an
+// error naming both packages.
+func requireAutoFailover(binDir string) (string, error) {
 	out, err := exec.Command(filepath.Join(binDir, "pg_config"), "--sharedir", "--version").Output()
 	if err != nil {
-		return fmt.Errorf("topology: pg_config: %w", err)
+		return "", fmt.Errorf("topology: pg_config: %w", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 2 {
-		return fmt.Errorf("topology: pg_config printed %q", out)
+		return "", fmt.Errorf("topology: pg_config printed %q", out)
 	}
 	major := "15"
 	if fields := strings.Fields(lines[1]); len(fields) >= 2 {
 		major, _, _ = strings.Cut(fields[1], ".")
 	}
-	if _, err := os.Stat(filepath.Join(lines[0], "extension", "pgautofailover.control")); err != nil {
-		return missing("the pgautofailover extension for PostgreSQL "+major, "postgresql-"+major+"-auto-failover")
+	pkgs := []string{"postgresql-" + major + "-auto-failover", "pg-auto-failover-cli"}
+	autoctl, err := program("pg_autoctl", pkgs...)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	if _, err := os.Stat(filepath.Join(lines[0], "extension", "pgautofailover.control")); err != nil {
+		return "", missing("the pgautofailover extension for PostgreSQL "+major, pkgs...)
+	}
+	return autoctl, nil
 }
 
 func (f *Formation) initdb(ctx context.Context, binDir, pgdata string) error {

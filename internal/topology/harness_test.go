@@ -16,9 +16,9 @@ import (
 )
 
 func TestMissingComponentNamesTheInstallLine(t *testing.T) {
-	_, err := program("almanac-no-such-program", "almanac-no-such-package")
+	_, err := program("almanac-no-such-program", "almanac-no-such-package", "almanac-other-package")
 	require.ErrorIs(t, err, ErrMissing)
-	require.ErrorContains(t, err, "apt-get install -y almanac-no-such-package")
+	require.ErrorContains(t, err, "install it with: apt-get install -y almanac-no-such-package almanac-other-package")
 }
 
 func TestProxyFreezeHoldsTrafficUntilThawed(t *testing.T) {

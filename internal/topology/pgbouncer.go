@@ -54,7 +54,7 @@ type PgBouncer struct {
 // if ctx has no deadline). It fails with an error wrapping ErrMissing when
 // pgbouncer is not installed.
 func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (_ *PgBouncer, err error) {
-	bin, err := program("pgbouncer", "pgbouncer", "/usr/sbin")
+	bin, err := program("pgbouncer", "pgbouncer")
 	if err != nil {
 		return nil, err
 	}

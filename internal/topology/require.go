@@ -12,19 +12,23 @@ import (
 // not installed; the message names the apt-get line that installs it.
 var ErrMissing = errors.New("topology: component not installed")
 
-// program finds an installed program: on PATH, else in dirs (Debian puts
-// pgbouncer in /usr/sbin, which is not on every user's PATH).
-func program(name, pkg string, dirs ...string) (string, error) {
+// sbin holds programs that are not on every user's PATH (Debian's
+// pgbouncer).
+var sbin = []string{"/usr/sbin", "/usr/local/sbin"}
+
+// program finds an installed program, on PATH or in sbin; when it is
+// missing, the error names the packages that install it.
+func program(name string, pkgs ...string) (string, error) {
 	if path, err := exec.LookPath(name); err == nil {
 		return path, nil
 	}
-	for _, dir := range dirs {
+	for _, dir := range sbin {
 		path := filepath.Join(dir, name)
 		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return path, nil
 		}
 	}
-	return "", missing(name, pkg)
+	return "", missing(name, pkgs...)
 }
 
 func missing(what string, pkgs ...string) error {
