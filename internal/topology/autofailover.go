@@ -225,12 +225,6 @@ func (f *Formation) URL(database string) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?target_session_attrs=read-write&sslmode=disable", strings.Join(hosts, ","), database)
 }
 
-// NodeURL returns a connection string for database on the node listening
-// on port, whatever its role.
-func (f *Formation) NodeURL(port int, database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, database)
-}
-
 // States returns the nodes as the monitor sees them, in node order.
 func (f *Formation) States(ctx context.Context) ([]NodeState, error) {
 	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable", f.monPort))

@@ -41,12 +41,10 @@ type PgBouncerOptions struct {
 // PgBouncer is a running PgBouncer (the Debian package's binary) listening
 // on 127.0.0.1 with trust authentication for the server's user.
 type PgBouncer struct {
-	dir    *workDir
-	d      *daemon
-	port   int
-	user   string
-	mode   string
-	server string // host:port
+	dir  *workDir
+	d    *daemon
+	port int
+	user string
 }
 
 // StartPgBouncer starts PgBouncer in front of opts.Server and returns once
@@ -77,8 +75,7 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (_ *PgBouncer, e
 	if err != nil {
 		return nil, err
 	}
-	b := &PgBouncer{dir: dir, user: server.User, mode: opts.Mode,
-		server: fmt.Sprintf("%s:%d", server.Host, server.Port)}
+	b := &PgBouncer{dir: dir, user: server.User}
 	defer func() {
 		if err != nil {
 			_ = b.Stop()
@@ -148,12 +145,6 @@ func (b *PgBouncer) URL(database string) string {
 		RawQuery: "sslmode=disable"}
 	return u.String()
 }
-
-// Port returns the port PgBouncer listens on.
-func (b *PgBouncer) Port() int { return b.port }
-
-// Mode returns the pooling mode, Transaction or Session.
-func (b *PgBouncer) Mode() string { return b.mode }
 
 // Log returns the end of PgBouncer's log.
 func (b *PgBouncer) Log() string { return b.d.logTail() }

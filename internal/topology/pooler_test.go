@@ -40,6 +40,11 @@ func TestPgBouncer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &poolerCase{mode: c.mode, bouncer: bouncer(t, c.mode), schema: pgtest.Schema(t), direct: pgtest.Pool(t)}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("PgBouncer log:\n%s", p.bouncer.Log())
+				}
+			})
 			p.url = p.bouncer.URL(database(t))
 			if c.params != "" {
 				p.url += "&" + c.params

@@ -3,7 +3,6 @@ package topology
 import (
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 )
 
@@ -45,11 +44,6 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Port returns the proxy's listening port.
 func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
-
-// HostPort returns the host and port to put in a connection string.
-func (p *Proxy) HostPort() (string, string) {
-	return "127.0.0.1", strconv.Itoa(p.Port())
-}
 
 // Freeze stops forwarding: bytes already read are held, nothing more is
 // read, and new connections are accepted but not connected onwards.
