@@ -62,25 +62,23 @@ func TestFailover(t *testing.T) {
 
 	for i, at := range []int{slots / 4, slots / 2} {
 		w.waitCompleted(at, 2*time.Minute, sidecars...)
-		// The old primary rejoins as the standby by a base backup, which
-		// takes from seconds to half a minute on a busy machine: slow the
-		// work down meanwhile so that some is left for the next failover.
+		// The old primary rejoins as the standby by a base backup, and a
+		// failover takes from 3 to 20 s, depending on how busy the machine
+		// is: runs that start meanwhile are slowed down, so that work is
+		// left when the new primary is promoted and for the next failover.
 		w.setPace(slow)
 		lib.pace.Store(int64(slow))
 		require.NoError(t, f.WaitSettled(ctx))
-		w.setPace(pace)
-		lib.pace.Store(int64(pace))
 		t0 := uptime(t)
 		primary, err := f.Failover(ctx)
 		require.NoError(t, err, "failover %d", i+1)
 		t1 := uptime(t)
+		w.setPace(pace)
+		lib.pace.Store(int64(pace))
 		resumed := w.firstStartAfter(t1, time.Minute, lib.starts)
 		t.Logf("failover %d: port %d promoted %.1f s after pg_autoctl perform failover began; first run %s after", i+1, primary, t1-t0, resumed.Round(time.Millisecond))
 		if resumed > resumeBound {
 			t.Errorf("failover %d: work resumed %s after the new primary was promoted; want within %s", i+1, resumed.Round(time.Millisecond), resumeBound)
-		}
-		if done, _ := w.completed(ctx); done >= slots {
-			t.Fatalf("failover %d: all slots were done before work resumed; the test needs more work per slot", i+1)
 		}
 	}
 	w.waitCompleted(slots, 3*time.Minute, sidecars...)

@@ -156,6 +156,12 @@ func (w *workload) firstStartAfter(at float64, limit time.Duration, more func() 
 		if first != 0 {
 			return time.Duration((first - at) * float64(time.Second))
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		done, err := w.completed(ctx)
+		cancel()
+		if err == nil && done == w.slots {
+			w.t.Fatalf("every slot was done before work could resume: the test must leave more work")
+		}
 		if time.Now().After(deadline) {
 			w.t.Fatalf("no run started within %s\n%s", limit, w.diagnose())
 		}
