@@ -346,7 +346,9 @@ func (f *Formation) Failover(ctx context.Context) (int, error) {
 		states, err := f.States(ctx)
 		if err == nil {
 			for _, s := range states {
-				if s.Port != before && s.Reported == "primary" || s.Port != before && s.Reported == "wait_primary" {
+				// wait_primary accepts writes, without a synchronous
+				// standby until the old primary has caught up.
+				if s.Port != before && (s.Reported == "primary" || s.Reported == "wait_primary") {
 					return s.Port, nil
 				}
 			}
