@@ -179,7 +179,8 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	_, err := q.write(ctx, func(b *pgx.Batch) {
 		leases = leases[:0]
 		sent := time.Now()
-		b.Queue(q.sql.claim, q.name, q.interval, n, q.from, q.to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds()).
+		b.Queue(q.sql.claim, q.name, q.interval, n, q.from, q.to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds(),
+			q.opts.TakeoverGrace.Microseconds()).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				leases, err = q.scanLeases(rows, sent)

@@ -24,6 +24,8 @@ const (
 	DefaultDeadMan  = 10 * time.Second
 	DefaultLeaseTTL = 30 * time.Second
 	DefaultReserve  = 2
+	// DefaultTakeoverGrace is the default of Options.TakeoverGrace.
+	DefaultTakeoverGrace = 5 * time.Second
 )
 
 // ErrPoolTooSmall is returned by New when the pool cannot both hold a
@@ -71,6 +73,13 @@ type Options struct {
 	DeadMan time.Duration
 	// LeaseTTL is how long a lease lasts without a heartbeat. Default 30 s.
 	LeaseTTL time.Duration
+	// TakeoverGrace is how long a lease must have been expired before this
+	// queue takes the slot over. A holder cut off from the database (a
+	// failover, a restart) may have finished its work and be waiting to
+	// record the outcome; the grace lets it do so once the database is
+	// back, instead of having its slot run a second time. Default
+	// DefaultTakeoverGrace; a negative value means none.
+	TakeoverGrace time.Duration
 	// StopBefore is how long before its lease could expire a lease holder
 	// that cannot renew it (the database is unreachable) gives the lease
 	// up, so that its work has stopped by the time another worker may take
@@ -136,6 +145,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = DefaultLeaseTTL
 	}
+	if opts.TakeoverGrace == 0 {
+		opts.TakeoverGrace = DefaultTakeoverGrace
+	}
+	opts.TakeoverGrace = max(opts.TakeoverGrace, 0)
 	if opts.StopBefore <= 0 {
 		opts.StopBefore = opts.LeaseTTL / 10
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -195,8 +196,12 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	if a.json {
 		logger = slog.New(slog.NewJSONHandler(a.stderr, nil))
 	}
+	var listen *pgx.ConnConfig
+	if a.listenURL != "" {
+		listen, _ = pgx.ParseConfig(a.listenURL) // checked with the global flags
+	}
 	s := scheduler.New(pool, scheduler.Options{
-		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace,
+		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace, Listen: listen,
 	})
 	job := scheduler.Job{
 		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: scheduler.Lease,
