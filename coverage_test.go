@@ -115,10 +115,13 @@ func TestCoverage(t *testing.T) {
 	}
 	leased := func(ctx context.Context, l *almanac.Lease) error { return leasedOn(ctx, pool, l) }
 	jobs := []almanac.Job{
-		{Series: series, Start: from, End: to, Handler: locked("locked")},
-		{Series: series, Start: from, End: to, Mode: scheduler.LockedBatch, Batch: 10, Handler: locked("batch")},
+		// Expired leases are taken over at once (no grace), so that the
+		// stale holder below is overtaken within the test.
+		{Series: series, Start: from, End: to, Handler: locked("locked"), Queue: acquire.Options{TakeoverGrace: -1}},
+		{Series: series, Start: from, End: to, Mode: scheduler.LockedBatch, Batch: 10, Handler: locked("batch"),
+			Queue: acquire.Options{TakeoverGrace: -1}},
 		{Series: series, Start: from, End: to, Mode: scheduler.Lease, LeaseHandler: leased,
-			Queue: acquire.Options{LeaseTTL: 2 * time.Second}},
+			Queue: acquire.Options{LeaseTTL: 2 * time.Second, TakeoverGrace: -1}},
 	}
 	// instance starts one instance of job i: a Client with 8 workers.
 	instance := func(i int) (*almanac.Client, error) {

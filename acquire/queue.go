@@ -95,8 +95,10 @@ type Options struct {
 	// limit when that is unset too.
 	MaxAttempts int
 
-	// Owner identifies this process's leases. Default: a random UUID per
-	// Queue.
+	// Owner identifies this queue's leases. Default: a random UUID per
+	// Queue. With the default, a claim whose connection was lost while it
+	// committed has its slots released at once; with an Owner given (which
+	// may be shared), they wait for their leases to expire.
 	Owner uuid.UUID
 	// Reserve is how many connections of the pool locked mode never holds,
 	// so that completing, failing and heart-beating never wait for a
@@ -121,7 +123,16 @@ type Queue struct {
 	sql      statements
 	from, to time.Time
 
+	// leases are this queue's live leases (see holdings); sharedOwner is
+	// set when Options.Owner was given, and orphans are then left alone.
+	leases      holdings
+	sharedOwner bool
+
 	testNoPing bool // tests simulate a frozen worker by not pinging
+	// testLoseAck, when it returns true, makes a write that committed
+	// report a lost connection, as when the acknowledgment of a COMMIT is
+	// lost with its connection.
+	testLoseAck func() bool
 }
 
 // New returns a Queue for the registered series grid. It fails when the
@@ -158,7 +169,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry
 	}
-	if opts.Owner == uuid.Nil {
+	sharedOwner := opts.Owner != uuid.Nil
+	if !sharedOwner {
 		opts.Owner = uuid.New()
 	}
 	if opts.Reserve <= 0 {
@@ -184,7 +196,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	q := &Queue{
 		pool: pool, grid: def.Grid, name: grid.Name(), interval: grid.Interval().String(),
 		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst),
-		from: opts.From, to: opts.To,
+		from: opts.From, to: opts.To, sharedOwner: sharedOwner,
 	}
 	if q.from.IsZero() {
 		q.from = slot.MinTime

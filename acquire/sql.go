@@ -24,6 +24,7 @@ type statements struct {
 	release,
 	checkpoint,
 	landed,
+	releaseOrphans,
 	eject,
 	failOutOfBand string
 }
@@ -207,6 +208,12 @@ WHERE {{guard}}`),
 		landed: r(`SELECT s.slot_start FROM {{schema}}.slot AS s
 JOIN unnest($3::timestamptz[], $4::bigint[]) AS v(slot_start, fence) USING (slot_start)
 WHERE s.name = $1 AND s."interval" = $2 AND s.fence = v.fence AND s.status = $5 AND s.owner IS NULL`),
+
+		// The slots this owner ($3) holds with none of the fences $4: leases
+		// nobody works on (see Queue.releaseOrphans).
+		releaseOrphans: r(`UPDATE {{schema}}.slot SET
+    status = 'AVAILABLE', owner = NULL, lease_until = NULL, updated_at = clock_timestamp()
+WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND owner = $3 AND fence <> ALL($4::bigint[])`),
 
 		checkpoint: r(`UPDATE {{schema}}.slot SET data = $6, updated_at = clock_timestamp() WHERE {{guard}}`),
 

@@ -133,6 +133,13 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	if leaseTTL < time.Second {
 		return usagef("--lease-ttl %q: expected at least 1s", f.leaseTTL)
 	}
+	// A sidecar cut off from the database stops its command before its
+	// lease can expire: SIGTERM, then SIGKILL --grace later, with a second
+	// to spare; at most half the lease before, so that a missed heartbeat
+	// is not taken for a partition. (With a --grace that long, a command
+	// that ignores SIGTERM may outlive the lease: keep --grace below half
+	// of --lease-ttl, less a second.)
+	stopBefore := min(grace+time.Second, leaseTTL/2-time.Millisecond)
 	catchUp, err := scheduler.ParseCatchUp(f.catchUp)
 	if err != nil {
 		return usageError(fmt.Errorf("--catch-up: %w", err))
@@ -209,7 +216,7 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 			Path: program, Args: args, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
 			Stdout: a.stdout, Stderr: a.stderr,
 		}.LeaseHandler(),
-		Queue: acquire.Options{LeaseTTL: leaseTTL, MaxAttempts: f.maxAttempts},
+		Queue: acquire.Options{LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
 	}
 	if err := s.Add(job); err != nil {
 		return usageError(err)
