@@ -326,6 +326,9 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 		return "schema version check", nil
 	case lower == "select 1", lower == "-- ping", lower == ";":
 		return "ping", nil
+	case lower == "select clock_timestamp()", lower == "select pg_backend_pid()",
+		strings.HasPrefix(lower, "select pg_current_xact_id()"), strings.HasPrefix(lower, "select pg_xact_status("):
+		return "clock and session", nil
 	}
 	return "", errors.New("a statement of a kind this test does not know: classify it (and say in docs/scaling.md how it distributes)")
 }
