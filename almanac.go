@@ -3,13 +3,17 @@ package almanac
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
@@ -80,7 +84,16 @@ var (
 	// ErrLeaseLost: a lease-mode write found the slot no longer held by
 	// this worker with this fencing token; nothing was changed.
 	ErrLeaseLost = acquire.ErrLeaseLost
+	// ErrUnavailable: the database stayed unreachable, or kept dropping
+	// connections, for the whole retry budget (Options.RetryBudget).
+	ErrUnavailable = retry.ErrUnavailable
+	// ErrIncomplete: Drain returned with slots of its scope unfinished;
+	// errors.As finds a *scheduler.IncompleteError with the counts.
+	ErrIncomplete = scheduler.ErrIncomplete
 )
+
+// DefaultRetryBudget is the default of Options.RetryBudget.
+const DefaultRetryBudget = time.Minute
 
 // Options configure a Client. The zero value is usable.
 type Options struct {
@@ -97,6 +110,26 @@ type Options struct {
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Clock           scheduler.Clock
+	// Pooler says whether the pool's connections go through a pooler such
+	// as PgBouncer. Default PoolerAuto: a pool that goes through one and
+	// prepares named statements (pgx's default, which fails at random
+	// through transaction pooling) is refused with ErrPooler at the first
+	// call; PoolerSession accepts it. NewPool configures a pool that works
+	// through either.
+	Pooler Pooler
+	// ListenURL is a direct connection to the server (not through a
+	// pooler in transaction mode, where LISTEN cannot work) on which
+	// started jobs listen for wake-ups. Default: the pool's connection
+	// settings; a listener that cannot receive says so once in the log and
+	// idle workers poll every PollInterval.
+	ListenURL string
+	// RetryBudget bounds how long a call keeps retrying transient faults
+	// (a lost connection, a restarting or full server, a failover) before
+	// it returns an error wrapping ErrUnavailable; the caller's context
+	// bounds it too. Default DefaultRetryBudget. Start, Stop and the
+	// running workers are not bound by it: Start retries until its
+	// context ends, and workers for as long as they run.
+	RetryBudget time.Duration
 }
 
 // Client is the entry point: it migrates the schema, registers series and
@@ -106,10 +139,14 @@ type Options struct {
 // (acquire.ConfigurePool adds TCP keepalives and cancellation that keeps
 // connections, recommended for locked mode).
 type Client struct {
-	pool  *pgxpool.Pool
-	opts  Options
-	jobs  []scheduler.Job
-	sched *scheduler.Scheduler
+	pool   *pgxpool.Pool
+	opts   Options
+	listen *pgx.ConnConfig
+	jobs   []scheduler.Job
+	sched  *scheduler.Scheduler
+
+	checked sync.Mutex // guards poolOK
+	poolOK  bool       // the pool passed checkPool
 }
 
 // New returns a Client working on pool.
@@ -123,14 +160,50 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{pool: pool, opts: opts}, nil
+	if opts.RetryBudget <= 0 {
+		opts.RetryBudget = DefaultRetryBudget
+	}
+	c := &Client{pool: pool, opts: opts}
+	if opts.ListenURL != "" {
+		cfg, err := pgx.ParseConfig(opts.ListenURL)
+		if err != nil {
+			// The URL may hold a password: it is not repeated.
+			return nil, fmt.Errorf("%w: Options.ListenURL is malformed; expected e.g. postgres://user@host:5432/dbname", ErrInvalid)
+		}
+		c.listen = cfg
+	}
+	return c, nil
+}
+
+// call returns the context of one call: ctx with the client's retry budget
+// unless ctx carries one already, and connection retries logged.
+func (c *Client) call(ctx context.Context) context.Context {
+	if !retry.HasBudget(ctx) {
+		ctx = retry.WithBudget(ctx, c.opts.RetryBudget)
+	}
+	return c.logRetries(ctx)
+}
+
+// logRetries makes the retries of transient faults under ctx visible in the
+// log.
+func (c *Client) logRetries(ctx context.Context) context.Context {
+	return retry.OnRetry(ctx, func(err error, attempt int, wait time.Duration) {
+		c.opts.Logger.Warn("almanac: database fault; retrying", "error", err, "attempt", attempt, "retry_in", wait)
+	})
 }
 
 // Migrate creates or upgrades almanac's tables in the schema. It is safe to
 // run from every instance at start-up, concurrently, and when the schema is
 // current it only reads the version table, so a role that cannot change the
 // schema may run it (see migrations.Grants for the two roles).
+//
+// Like every call of the Client, it retries transient faults within
+// Options.RetryBudget.
 func (c *Client) Migrate(ctx context.Context) error {
+	ctx = c.call(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return err
+	}
 	_, err := migrations.Up(ctx, c.pool, c.opts.Schema)
 	return err
 }
@@ -169,6 +242,10 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 	if err != nil {
 		return Series{}, err
 	}
+	ctx = c.call(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return Series{}, err
+	}
 	def, _, err := seriesdb.Add(ctx, c.pool, c.opts.Schema, grid)
 	if err != nil {
 		return Series{}, err
@@ -201,6 +278,7 @@ func (c *Client) scheduler() (*scheduler.Scheduler, error) {
 	s := scheduler.New(c.pool, scheduler.Options{
 		Schema: c.opts.Schema, Concurrency: c.opts.Concurrency, Logger: c.opts.Logger,
 		PollInterval: c.opts.PollInterval, ShutdownTimeout: c.opts.ShutdownTimeout, Clock: c.opts.Clock,
+		Listen: c.listen,
 	})
 	for _, j := range c.jobs {
 		if err := s.Add(j); err != nil {
@@ -213,9 +291,19 @@ func (c *Client) scheduler() (*scheduler.Scheduler, error) {
 // Start runs the registered jobs in the background: due slots are
 // materialized and worked until Stop. Every instance of a program may run
 // the same jobs; each slot is done once.
+//
+// Start registers the jobs' series first, retrying transient faults until
+// it succeeds or ctx ends (not within Options.RetryBudget: a service that
+// starts while its database restarts should wait, not fail); it returns at
+// once on other errors, such as a series registered with another grid or a
+// schema that is not migrated.
 func (c *Client) Start(ctx context.Context) error {
 	if c.sched != nil {
 		return errors.New("almanac: Start called twice")
+	}
+	ctx = c.logRetries(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return err
 	}
 	s, err := c.scheduler()
 	if err != nil {
@@ -239,10 +327,21 @@ func (c *Client) Stop(ctx context.Context) error {
 	return c.sched.Stop(ctx)
 }
 
-// Drain materializes what is due and works every acquirable slot of the
-// registered jobs once, then returns the outcomes by kind: a batch run,
-// for cron-driven programs and tests.
+// Drain is a batch run, for cron-driven programs and tests: it materializes
+// what is due and works the registered jobs' slots until every one of them
+// is finished or has been given its chance, and returns the outcomes by
+// kind. It keeps going through faults (lost connections, a restarting
+// server) and waits for slots other workers hold; it stops waiting for
+// slots that failed (they wait for their retry) or are parked.
+//
+// It returns nil only when every slot in scope (see scheduler.RunOnce) is
+// COMPLETE or SKIP; otherwise an error wrapping ErrIncomplete that says how
+// many are left and why, also when ctx ends first.
 func (c *Client) Drain(ctx context.Context) (Summary, error) {
+	ctx = c.logRetries(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return nil, err
+	}
 	s, err := c.scheduler()
 	if err != nil {
 		return nil, err
@@ -252,6 +351,9 @@ func (c *Client) Drain(ctx context.Context) (Summary, error) {
 
 // coverage returns the coverage client of a series.
 func (c *Client) coverage(ctx context.Context, s Series) (*coverage.Client, error) {
+	if err := c.checkPool(ctx); err != nil {
+		return nil, err
+	}
 	return coverage.New(ctx, c.pool, s, coverage.Options{Schema: c.opts.Schema})
 }
 
@@ -260,6 +362,7 @@ type Gap = coverage.Gap
 
 // Gaps returns the missing slots of [from, to) as maximal runs, in order.
 func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return nil, err
@@ -277,6 +380,7 @@ func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap,
 // Status summarizes [from, to): slots by state, missing ones, share
 // finished, oldest open slot, last completion.
 func (c *Client) Status(ctx context.Context, s Series, from, to time.Time) (coverage.Status, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.Status{}, err
@@ -286,6 +390,7 @@ func (c *Client) Status(ctx context.Context, s Series, from, to time.Time) (cove
 
 // Materialize inserts the missing slots of [from, to) as AVAILABLE.
 func (c *Client) Materialize(ctx context.Context, s Series, from, to time.Time) (coverage.MaterializeResult, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.MaterializeResult{}, err
@@ -303,6 +408,7 @@ func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, reaso
 	if err := slot.CheckReason(reason); err != nil {
 		return coverage.ReopenResult{}, err
 	}
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.ReopenResult{}, err
@@ -317,6 +423,7 @@ func (c *Client) SkipRange(ctx context.Context, s Series, from, to time.Time, re
 	if err := slot.CheckReason(reason); err != nil {
 		return coverage.SkipResult{}, err
 	}
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.SkipResult{}, err
@@ -327,6 +434,7 @@ func (c *Client) SkipRange(ctx context.Context, s Series, from, to time.Time, re
 // Retry makes the slots of [from, to) that wait for a retry, or gave up,
 // acquirable now.
 func (c *Client) Retry(ctx context.Context, s Series, from, to time.Time) (coverage.RetryResult, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.RetryResult{}, err

@@ -16,14 +16,24 @@ import (
 // benchWorkers is the concurrency of the benchmarks, as in DESIGN.md's bars.
 const benchWorkers = 8
 
-// benchmarkMode materializes b.N slots, then lets benchWorkers goroutines
-// drain them with step, which returns how many slots it handled, and
-// reports slots per second.
+// benchmarkMode runs benchmarkModeWith with pgx's default statement
+// handling (prepared and cached) and with the exec mode that poolers in
+// transaction mode need (no named prepared statements), as sub-benchmarks.
 func benchmarkMode(b *testing.B, step func(ctx context.Context, q *Queue) (int, error)) {
+	b.Run("prepared", func(b *testing.B) { benchmarkModeWith(b, pgx.QueryExecModeCacheStatement, step) })
+	b.Run("exec", func(b *testing.B) { benchmarkModeWith(b, pgx.QueryExecModeExec, step) })
+}
+
+// benchmarkModeWith materializes b.N slots, then lets benchWorkers
+// goroutines drain them with step, which returns how many slots it
+// handled, on a pool running statements in mode, and reports slots per
+// second.
+func benchmarkModeWith(b *testing.B, mode pgx.QueryExecMode, step func(ctx context.Context, q *Queue) (int, error)) {
 	f := newFixture(b, b.N)
 	cfg, err := pgxpool.ParseConfig(pgtest.URL(b))
 	require.NoError(b, err)
 	cfg.MaxConns = benchWorkers + DefaultReserve + 2
+	cfg.ConnConfig.DefaultQueryExecMode = mode
 	ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(b, err)

@@ -54,6 +54,19 @@ func (r *recorder) add(res Result) {
 	r.results = append(r.results, res)
 }
 
+// of returns the results of the named series' job.
+func (r *recorder) of(name string) []Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Result
+	for _, res := range r.results {
+		if res.Job.Series.Name() == name {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
 func (r *recorder) outcomes(name string) map[acquire.Outcome]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -199,7 +212,7 @@ func TestWakeOnReopen(t *testing.T) {
 			t.Fatal("the due slots were not run")
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // idle now
+	waitIdle(t, s) // so that only a wake-up can bring the re-opened slots to a worker
 	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
 	require.NoError(t, err)
 	from, to, ok, err := cov.Extent(context.Background())
@@ -279,7 +292,9 @@ func TestLeaseOutcomes(t *testing.T) {
 			}
 		}}))
 	_, err := s.RunOnce(context.Background())
-	require.NoError(t, err)
+	var left *IncompleteError
+	require.ErrorAs(t, err, &left, "the failed and snoozed slots wait for their retry")
+	require.Equal(t, int64(3), left.Failed)
 	got := rec.outcomes("lease")
 	require.Equal(t, map[acquire.Outcome]int{acquire.Completed: 1, acquire.Skipped: 1, acquire.Snoozed: 1, acquire.Failed: 2}, got)
 	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE message LIKE 'panic: boom%'`))
@@ -306,7 +321,9 @@ echo "done $ALMANAC_NAME"
 	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
 		Queue: acquire.Options{To: start.Add(3 * time.Minute), Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
 	_, err := s.RunOnce(context.Background())
-	require.NoError(t, err)
+	var left *IncompleteError
+	require.ErrorAs(t, err, &left)
+	require.Equal(t, int64(1), left.Failed, "the failed slot is reported as left")
 	require.Equal(t, map[acquire.Outcome]int{acquire.Completed: 1, acquire.Skipped: 1, acquire.Failed: 1}, rec.outcomes("cmd"))
 	out, err := os.ReadFile(filepath.Join(dir, "out"))
 	require.NoError(t, err)
@@ -330,25 +347,52 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, s.Add(Job{Series: g, Start: start, Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
 		Queue: acquire.Options{LeaseTTL: 300 * time.Millisecond, To: start.Add(time.Minute)}}))
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		// Take the slot away from under the running command.
+		// Take the slot away from under the running command, once it runs
+		// (the command writes the marker), and never after the test.
 		for {
-			time.Sleep(50 * time.Millisecond)
-			if _, err := os.Stat(marker); err == nil {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if pid, err := os.ReadFile(marker); err == nil && len(pid) > 0 {
 				_, _ = db.Pool.Exec(context.Background(), sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'COMPLETE', owner = NULL, lease_until = NULL`, db.Schema))
 				return
 			}
 		}
 	}()
-	began := time.Now()
 	_, err := s.RunOnce(context.Background())
 	require.NoError(t, err)
-	require.Less(t, time.Since(began), 10*time.Second, "the command was stopped, not waited for")
 	require.Equal(t, map[acquire.Outcome]int{acquire.Abandoned: 1}, rec.outcomes("lost"))
+	// Stopped because the lease went, not waited for: a command that ran
+	// to its end would have exited 0 and completed the slot.
+	require.ErrorIs(t, rec.of("lost")[0].Err, acquire.ErrLeaseLost)
 	pid, err := os.ReadFile(marker)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !alive(strings.TrimSpace(string(pid))) }, 5*time.Second, 50*time.Millisecond,
 		"the grandchild dies with its process group")
+}
+
+// waitIdle waits until s has no worker running and no job marked as having
+// work: the state in which only a wake-up (or the poll) sends a worker.
+func waitIdle(t *testing.T, s *Scheduler) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.running > 0 {
+			return false
+		}
+		for _, j := range s.jobs {
+			if j.hasWork {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, time.Millisecond)
 }
 
 // alive reports whether a process exists and is not a zombie.

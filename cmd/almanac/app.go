@@ -8,11 +8,15 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
 	"github.com/almanacdev/almanac/slot"
@@ -60,12 +64,18 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, slot.ErrInvalid), errors.Is(err, sqlschema.ErrInvalid), errors.Is(err, sqlschema.ErrInvalidRole):
 		return exitUsage
-	case errors.Is(err, migrations.ErrNotMigrated), errors.As(err, new(*pgconn.ConnectError)), errors.As(err, new(*net.OpError)):
+	case errors.Is(err, migrations.ErrNotMigrated), errors.Is(err, retry.ErrUnavailable),
+		errors.As(err, new(*pgconn.ConnectError)), errors.As(err, new(*net.OpError)):
 		return exitUnavailable
 	default:
 		return exitProblem
 	}
 }
+
+// defaultRetryTimeout is how long a command keeps trying a database that is
+// unreachable, full or restarting before it gives up with exit status 3:
+// long enough for a restart or a failover, short enough for a script.
+const defaultRetryTimeout = 30 * time.Second
 
 // app holds the global flags and the streams of one invocation.
 type app struct {
@@ -83,7 +93,15 @@ type app struct {
 	// number of arguments): a usage error.
 	started  bool
 	pool     *pgxpool.Pool
-	poolSize int32 // connections the command needs; at least 8
+	poolSize int32 // connections the command needs; at least 2
+
+	// retryTimeout is the retry budget of the command's database calls.
+	retryTimeout time.Duration
+	// pooler and poolerText: whether connections go through a pooler.
+	pooler     almanac.Pooler
+	poolerText string
+	// listenURL is a direct connection for LISTEN (almanac run).
+	listenURL string
 }
 
 // run executes the CLI with args and returns the process exit code. Its
@@ -157,6 +175,12 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+migrations.DefaultSchema+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
+	flags.StringVar(&a.poolerText, "pooler", "auto",
+		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
+	flags.StringVar(&a.listenURL, "listen-url", "",
+		"a direct connection to the server for LISTEN, when --database-url goes through a pooler in transaction mode (default: $ALMANAC_LISTEN_URL)")
+	flags.DurationVar(&a.retryTimeout, "retry-timeout", defaultRetryTimeout,
+		"how long to keep trying while the database is unreachable, full or restarting, before exiting with status 3 (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
 		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(), a.runCommand(),
 		a.demoCommand(), a.benchCommand())
@@ -183,6 +207,34 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	if err := sqlschema.Check(a.schema); err != nil {
 		return usageError(fmt.Errorf("--schema: %w", err))
 	}
+	if !cmd.Flags().Changed("pooler") && a.getenv("ALMANAC_POOLER") != "" {
+		a.poolerText = a.getenv("ALMANAC_POOLER")
+	}
+	var err error
+	if a.pooler, err = almanac.ParsePooler(a.poolerText); err != nil {
+		return usageError(fmt.Errorf("--pooler: %w", err))
+	}
+	if !cmd.Flags().Changed("listen-url") {
+		a.listenURL = a.getenv("ALMANAC_LISTEN_URL")
+	}
+	if a.listenURL != "" {
+		if _, err := pgx.ParseConfig(a.listenURL); err != nil {
+			return usagef("--listen-url is malformed; expected e.g. postgres://user@host:5432/dbname")
+		}
+	}
+	if !cmd.Flags().Changed("retry-timeout") {
+		if text := a.getenv("ALMANAC_RETRY_TIMEOUT"); text != "" {
+			d, err := time.ParseDuration(text)
+			if err != nil {
+				return usagef("ALMANAC_RETRY_TIMEOUT %q: expected a duration such as 30s", text)
+			}
+			a.retryTimeout = d
+		}
+	}
+	if a.retryTimeout <= 0 {
+		return usagef("--retry-timeout %s: expected a positive duration such as 30s", a.retryTimeout)
+	}
+	cmd.SetContext(retry.WithBudget(cmd.Context(), a.retryTimeout))
 	return nil
 }
 

@@ -218,7 +218,7 @@ func TestBadInputBinary(t *testing.T) {
 		{args: []string{"status", "sensor", "--interval", "PT5M"}, env: []string{"ALMANAC_SCHEMA=information_schema"}, code: exitUsage, want: `"information_schema" is a system schema`},
 
 		// The server is the problem.
-		{args: on("retry", "sensor", "PT5M", day...), env: []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=2"},
+		{args: on("retry", "sensor", "PT5M", day...), env: []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "ALMANAC_RETRY_TIMEOUT=200ms"},
 			code: exitUnavailable, want: "cannot reach the database"},
 	}
 	require.GreaterOrEqual(t, len(tests), 50)

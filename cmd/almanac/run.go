@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -49,8 +50,11 @@ SIGTERM or SIGINT stops acquiring, lets running commands finish within
 second signal kills the running commands and exits at once (status 130);
 their leases expire and other processes redo those slots.
 
-With --once: materialize what is due, run every acquirable slot, and exit 0 if
-all of them completed or were skipped, 1 if any failed.`,
+With --once: materialize what is due, run the slots in range (--from/--to, else
+from the earliest stored slot to the last due one), waiting for slots other
+processes hold and riding out database faults, then exit 0 if every slot in
+range is complete or skipped, and 1 (saying how many are left and why) if any
+failed, is parked, or was still running elsewhere when a signal stopped it.`,
 		Example: `  almanac run sensor_report --interval PT5M --lag PT1M -- ./report.sh
   almanac run billing --interval P1D --tz Europe/Berlin --schedule 'CRON_TZ=Europe/Berlin 30 2 * * *' --workers 2 -- ./bill
   almanac run backfill --interval PT1H --from 2026-01-01 --to 2026-02-01 --once -- python3 fill.py`,
@@ -129,6 +133,13 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	if leaseTTL < time.Second {
 		return usagef("--lease-ttl %q: expected at least 1s", f.leaseTTL)
 	}
+	// A sidecar cut off from the database stops its command before its
+	// lease can expire: SIGTERM, then SIGKILL --grace later, with a second
+	// to spare; at most half the lease before, so that a missed heartbeat
+	// is not taken for a partition. (With a --grace that long, a command
+	// that ignores SIGTERM may outlive the lease: keep --grace below half
+	// of --lease-ttl, less a second.)
+	stopBefore := min(grace+time.Second, leaseTTL/2-time.Millisecond)
 	catchUp, err := scheduler.ParseCatchUp(f.catchUp)
 	if err != nil {
 		return usageError(fmt.Errorf("--catch-up: %w", err))
@@ -160,9 +171,11 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 		}
 	}
 
-	// Lease mode holds no connection while commands run: a few per worker
-	// for claims, heartbeats and completions are plenty.
-	a.poolSize = int32(f.workers + acquire.DefaultReserve + 2)
+	// Lease mode holds no connection while commands run: a worker uses one
+	// for its claim or its outcome, and its heartbeat may overlap that; two
+	// more serve the triggers and the batched completions. LISTEN has a
+	// connection of its own.
+	a.poolSize = int32(2*f.workers + 2)
 	pool, err := a.connectMigrated(ctx)
 	if err != nil {
 		return err
@@ -196,8 +209,12 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	if a.json {
 		logger = slog.New(slog.NewJSONHandler(a.stderr, nil))
 	}
+	var listen *pgx.ConnConfig
+	if a.listenURL != "" {
+		listen, _ = pgx.ParseConfig(a.listenURL) // checked with the global flags
+	}
 	s := scheduler.New(pool, scheduler.Options{
-		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace,
+		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace, Listen: listen,
 	})
 	job := scheduler.Job{
 		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: scheduler.Lease,
@@ -205,30 +222,19 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 			Path: program, Args: args, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
 			Stdout: a.stdout, Stderr: a.stderr,
 		}.LeaseHandler(),
-		Queue: acquire.Options{LeaseTTL: leaseTTL, MaxAttempts: f.maxAttempts},
+		Queue: acquire.Options{LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
 	}
 	if err := s.Add(job); err != nil {
 		return usageError(err)
 	}
 	if f.once {
-		summary, err := s.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			return err
+		_, err := s.RunOnce(ctx)
+		if errors.Is(err, scheduler.ErrIncomplete) {
+			return problemError(err)
 		}
-		if summary.Failed() {
-			return problemError(fmt.Errorf("%d of %d slots failed", summary[acquire.Failed]+summary[acquire.Parked], total(summary)))
-		}
-		return nil
+		return err
 	}
 	return s.Run(ctx)
-}
-
-func total(s scheduler.Summary) int {
-	n := 0
-	for _, c := range s {
-		n += c
-	}
-	return n
 }
 
 // sidecarGrid returns the series grid: the registered one when --tz and

@@ -190,7 +190,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	if os.Geteuid() == 0 {
-		if c.cred, err = unprivilegedUser(); err != nil {
+		if c.cred, err = ServerUser(); err != nil {
 			return nil, err
 		}
 	}
@@ -263,8 +263,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 }
 
-// unprivilegedUser picks the account the server runs as when we are root.
-func unprivilegedUser() (*syscall.Credential, error) {
+// ServerUser picks the account that servers started by root run as (user
+// postgres, else nobody): PostgreSQL refuses to run as root, and the other
+// test servers (poolers, failover keepers) are run the same way. It fails
+// when neither account exists.
+func ServerUser() (*syscall.Credential, error) {
 	for _, name := range []string{"postgres", "nobody"} {
 		u, err := user.Lookup(name)
 		if err != nil {
