@@ -301,12 +301,16 @@ func DownPlan(ctx context.Context, db DB, schema string, to int) (string, error)
 	if err := sqlschema.Check(schema); err != nil {
 		return "", err
 	}
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return "", err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-	have, err := appliedVersions(ctx, tx, schema)
+	var have map[int]time.Time
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+		have, err = appliedVersions(ctx, tx, schema)
+		return err
+	})
 	if err != nil || have == nil {
 		return "", err
 	}
