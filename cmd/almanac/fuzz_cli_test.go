@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
@@ -69,7 +72,9 @@ func originErr(v string) error {
 
 // flagCases are the free-text flags and arguments of every command. (The
 // database URL is left out: a valid one makes the CLI connect to whatever
-// host the fuzzer wrote.)
+// host the fuzzer wrote. The global flags that only shape connections are
+// given to migrate sql, which connects to nothing: a fuzzed --retry-timeout
+// of an hour must not make a case wait for it.)
 var flagCases = []flagCase{
 	{"reopen --reason", func(v string) []string {
 		return withDay("reopen", "sensor", "--interval", "PT5M", eq("reason", v))
@@ -128,6 +133,24 @@ var flagCases = []flagCase{
 		return err
 	}, true},
 	{"--schema", func(v string) []string { return []string{eq("schema", v), "series", "list"} }, sqlschema.Check, true},
+	{"--pooler", func(v string) []string { return []string{eq("pooler", v), "migrate", "sql"} }, func(v string) error {
+		_, err := almanac.ParsePooler(v)
+		return err
+	}, true},
+	{"--listen-url", func(v string) []string { return []string{eq("listen-url", v), "migrate", "sql"} }, func(v string) error {
+		if v == "" {
+			return nil
+		}
+		_, err := pgx.ParseConfig(v)
+		return err
+	}, true},
+	{"--retry-timeout", func(v string) []string { return []string{eq("retry-timeout", v), "migrate", "sql"} }, func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err == nil && d <= 0 {
+			err = errors.New("not positive")
+		}
+		return err
+	}, true},
 	{"run NAME", func(v string) []string { return []string{"run", v, "--interval", "PT5M", "--", "true"} }, nameErr, false},
 	{"run --schedule", func(v string) []string {
 		return []string{"run", "x", "--interval", "PT5M", eq("schedule", v), "--", "true"}
@@ -219,7 +242,7 @@ func FuzzCLIFlags(f *testing.F) {
 			f.Add(uint8(i), v)
 		}
 	}
-	env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none?connect_timeout=2"}
+	env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "ALMANAC_RETRY_TIMEOUT": "10ms"}
 	f.Fuzz(func(t *testing.T, which uint8, v string) {
 		c := flagCases[int(which)%len(flagCases)]
 		args := c.args(v)
@@ -242,7 +265,7 @@ func FuzzCLIDatabase(f *testing.F) {
 		}
 	}
 	schema := fuzzFixture(f)
-	env := map[string]string{"DATABASE_URL": pgtest.URL(f)}
+	env := map[string]string{"DATABASE_URL": pgtest.URL(f), "ALMANAC_RETRY_TIMEOUT": "2s"}
 	before := fixtureState(f, schema)
 	f.Fuzz(func(t *testing.T, which uint8, v string) {
 		c := flagCases[int(which)%len(flagCases)]
