@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/redact"
+	"github.com/almanacdev/almanac/internal/safetext"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -36,7 +38,7 @@ type Handler func(ctx context.Context, tx pgx.Tx, s Slot) error
 // held connection stopped answering pings; the slot's transaction is gone.
 var ErrConnectionLost = errors.New("held connection lost")
 
-// maxMessage bounds the failure text stored on a slot.
+// maxMessage bounds the failure text stored on a slot, in bytes.
 const maxMessage = 4096
 
 // Run acquires the first acquirable slot of the series and runs h for it in
@@ -382,10 +384,10 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 // negative: parked) and checkpoint data (nil: keep).
 func outcomeColumns(r Result) (status string, failCount int, message *string, delay *int64, data *string, err error) {
 	us := func(d time.Duration) *int64 { v := d.Microseconds(); return &v }
+	// A handler's error text can be anything: without passwords, valid
+	// UTF-8 without NUL and bounded, the write that records it cannot fail.
 	text := func(s string) *string {
-		if len(s) > maxMessage {
-			s = s[:maxMessage]
-		}
+		s = safetext.Head(redact.String(s), maxMessage)
 		return &s
 	}
 	switch r.Outcome {
