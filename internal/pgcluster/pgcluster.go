@@ -30,7 +30,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -158,7 +157,7 @@ type Options struct {
 type Cluster struct {
 	binDir, dir, dataDir, logPath string
 	ownDir                        bool
-	cred                          *syscall.Credential
+	cred                          *credential
 
 	mu        sync.Mutex
 	port      int
@@ -264,7 +263,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 }
 
 // unprivilegedUser picks the account the server runs as when we are root.
-func unprivilegedUser() (*syscall.Credential, error) {
+func unprivilegedUser() (*credential, error) {
 	for _, name := range []string{"postgres", "nobody"} {
 		u, err := user.Lookup(name)
 		if err != nil {
@@ -275,7 +274,7 @@ func unprivilegedUser() (*syscall.Credential, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+		return &credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
 	return nil, errors.New("pgcluster: running as root, and PostgreSQL refuses to run as root, but neither user postgres nor nobody exists to run it as")
 }
@@ -307,16 +306,19 @@ func (c *Cluster) handOver() error {
 	}
 }
 
-func canTraverse(fi os.FileInfo, cred *syscall.Credential) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
+// credential is the user and group the server runs as.
+type credential struct{ Uid, Gid uint32 }
+
+func canTraverse(fi os.FileInfo, cred *credential) bool {
+	uid, gid, ok := fileOwner(fi)
 	if !ok {
 		return true
 	}
 	perm := fi.Mode().Perm()
 	switch {
-	case st.Uid == cred.Uid:
+	case uid == cred.Uid:
 		return perm&0o100 != 0
-	case st.Gid == cred.Gid:
+	case gid == cred.Gid:
 		return perm&0o010 != 0
 	default:
 		return perm&0o001 != 0
@@ -395,7 +397,7 @@ func (c *Cluster) command(ctx context.Context, program string, args ...string) *
 		}
 	}
 	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+		runAs(cmd, c.cred)
 	}
 	return cmd
 }
