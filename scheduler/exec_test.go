@@ -171,7 +171,7 @@ func TestCommandCheck(t *testing.T) {
 		cmd  Command
 		want string
 	}{
-		{Command{Path: "no-such-program-here"}, `"no-such-program-here": not found in PATH`},
+		{Command{Path: "no-such-program-here"}, `"no-such-program-here" not found in PATH`},
 		{Command{Path: "./good.sh"}, `"./good.sh" does not exist`},
 		{Command{Path: dir}, "is a directory"},
 		{Command{Path: plain}, "is not executable"},

@@ -22,11 +22,12 @@ func main() {
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// The first signal asks for a graceful stop; a second one means now.
-		<-signals
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "almanac: %s: stopping gracefully; a second signal stops at once\n", sig)
 		cancel()
 		// Exiting kills the running commands of `almanac run`: each one's
 		// supervisor sees the process end and kills everything it started.
-		sig := <-signals
+		sig = <-signals
 		fmt.Fprintf(os.Stderr, "almanac: second %s: killing running commands and exiting without waiting\n", sig)
 		os.Exit(130)
 	}()

@@ -21,7 +21,7 @@ import (
 // ErrCannotStart and name file and what is wrong.
 func LookPath(file, dir, pathList string) (string, error) {
 	if file == "" {
-		return "", fmt.Errorf("%w: empty command name", ErrCannotStart)
+		return "", fmt.Errorf("%w: the command name is empty", ErrCannotStart)
 	}
 	if strings.Contains(file, "/") {
 		return checkExecutable(file, absolute(file, dir))
@@ -35,7 +35,7 @@ func LookPath(file, dir, pathList string) (string, error) {
 			return checkExecutable(file, path)
 		}
 	}
-	return "", fmt.Errorf("%w: %q: not found in PATH %q", ErrCannotStart, file, pathList)
+	return "", fmt.Errorf("%w: %q not found in PATH %q", ErrCannotStart, file, pathList)
 }
 
 func absolute(path, dir string) string {

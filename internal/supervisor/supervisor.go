@@ -50,7 +50,7 @@ var ErrUnsupported = fmt.Errorf("running a command under a supervisor needs a Un
 
 // ErrCannotStart is wrapped by LookPath's errors: the command would fail
 // to start.
-var ErrCannotStart = errors.New("cannot be started")
+var ErrCannotStart = errors.New("command cannot be started")
 
 // Spec describes the command to run.
 type Spec struct {
