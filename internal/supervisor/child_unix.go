@@ -79,30 +79,35 @@ func watch(pid int, forward, child <-chan os.Signal, dead <-chan struct{}) Statu
 	var st Status
 	reaped, killing := false, false
 	for {
-		if !reaped {
-			if s, ok := reap(pid); ok {
-				st, reaped, killing = s, true, true // what the command left behind dies with it
+		// Reap whatever ended: the command, and (on Linux) orphans
+		// re-parented here.
+		none := false
+		for {
+			var ws unix.WaitStatus
+			got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if errors.Is(err, unix.ECHILD) {
+				none = true
+				break
 			}
+			if err != nil || got <= 0 {
+				break
+			}
+			if got == pid {
+				st, reaped, killing = statusOf(ws), true, true // what the command left behind dies with it
+			}
+		}
+		if reaped && none {
+			return st
 		}
 		if killing {
 			if !reaped {
 				_ = unix.Kill(-pid, unix.SIGKILL)
 			}
+			// Nothing was reaped since children listed them: their pids
+			// cannot have been reused.
 			for _, c := range children() {
 				_ = unix.Kill(c, unix.SIGKILL)
 			}
-		}
-		left := 0
-		for _, c := range children() {
-			if c == pid {
-				continue
-			}
-			if _, ok := reap(c); !ok {
-				left++
-			}
-		}
-		if reaped && left == 0 {
-			return st
 		}
 		select {
 		case sig := <-forward:
@@ -116,18 +121,10 @@ func watch(pid int, forward, child <-chan os.Signal, dead <-chan struct{}) Statu
 	}
 }
 
-// reap collects pid if it has ended.
-func reap(pid int) (Status, bool) {
-	var ws unix.WaitStatus
-	got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-	switch {
-	case errors.Is(err, unix.ECHILD):
-		return Status{Code: -1, Signal: syscall.SIGKILL}, true // not ours (any more): nothing to wait for
-	case got != pid:
-		return Status{}, false
-	case ws.Signaled():
-		return Status{Code: -1, Signal: syscall.Signal(ws.Signal()), CoreDumped: ws.CoreDump()}, true
-	default:
-		return Status{Code: ws.ExitStatus()}, true
+// statusOf is the Status a wait status describes.
+func statusOf(ws unix.WaitStatus) Status {
+	if ws.Signaled() {
+		return Status{Code: -1, Signal: syscall.Signal(ws.Signal()), CoreDumped: ws.CoreDump()}
 	}
+	return Status{Code: ws.ExitStatus()}
 }
