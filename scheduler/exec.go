@@ -71,21 +71,26 @@ var ErrCannotStart = supervisor.ErrCannotStart
 // or a death by signal is a failure whose message is the command's name,
 // its status and the last 3 KiB of its stderr. Passwords in URLs and in
 // password=... pairs are replaced by REDACTED in that message and in the
-// output lines copied to Stdout and Stderr, and the message is made valid
-// UTF-8 without NUL or control characters (package internal/safetext
-// says exactly how), so recording the failure cannot fail on its content.
+// output lines copied to Stdout and Stderr, and the message is made
+// storable: invalid UTF-8 bytes, NUL and the other control characters but
+// newline and tab become U+FFFD, a carriage return a newline, and a
+// character cut by the 3 KiB window is dropped, so recording the failure
+// cannot fail on its content.
 //
 // # What dies when
 //
 // The program runs under a supervisor process, in a process group of its
-// own. When its lease is lost, its Timeout passes or the scheduler shuts
-// down, the group gets SIGTERM and, Grace later, SIGKILL. When the program
-// exits, whatever it left running is killed. When the scheduler's process
-// ends in any way, SIGKILL included, the supervisor notices (a pipe only
-// the scheduler holds closes) and kills the group at once. On Linux the
-// supervisor is a child subreaper, so this reaches every descendant, also
-// those that left the group (setsid, daemons), and the program gets a
-// parent-death signal should the supervisor itself be killed.
+// own. The supervisor is the running program's own binary started again,
+// which a package init function turns into the supervisor before main runs
+// (it adds a few to a few tens of milliseconds per run). When its lease is
+// lost, its Timeout passes or the scheduler shuts down, the group gets
+// SIGTERM and, Grace later, SIGKILL. When the program exits, whatever it
+// left running is killed. When the scheduler's process ends in any way,
+// SIGKILL included, the supervisor notices (a pipe only the scheduler holds
+// closes) and kills the group at once. On Linux the supervisor is a child
+// subreaper, so this reaches every descendant, also those that left the
+// group (setsid, daemons), and the program gets a parent-death signal should
+// the supervisor itself be killed.
 //
 // What remains possible: on Linux, work handed to another service (a
 // systemd unit, a container, a remote host) outlives the command, as does
