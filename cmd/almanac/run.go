@@ -58,9 +58,9 @@ passwords redacted, is kept as the slot's message.
 
 CMD runs under a supervisor in a process group of its own. On lease loss, at
 --timeout and when almanac stops, the group gets SIGTERM, then SIGKILL after
---grace. Whatever CMD leaves running when it exits is killed. If almanac dies
-in any way, SIGKILL included, its commands are killed at once; on Linux this
-reaches every descendant, also those that left the process group. Should
+--grace. If almanac dies in any way, SIGKILL included, its commands are
+killed at once. On Linux this reaches every descendant, also those that left
+the process group, and whatever CMD leaves running when it exits. Should
 almanac be frozen (SIGSTOP) past its lease, another process may run the slot
 while the old command still runs, until almanac resumes and kills it: pass
 ALMANAC_FENCE to systems that can refuse a writer with a smaller token.
@@ -91,7 +91,7 @@ were skipped, 1 if any failed.`,
 	fl.StringVar(&f.interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
 	fl.StringVar(&f.tz, "tz", "", "IANA time zone of a new series (default UTC, or the registered one)")
 	fl.StringVar(&f.origin, "origin", "", "origin of a new series (default 2000-01-01T00:00 local, or the registered one)")
-	fl.StringVar(&f.from, "from", "", "first slot to cover (default: the earliest stored slot, else the last due one)")
+	fl.StringVar(&f.from, "from", "", "run only slots starting at or after this time (default: from the earliest stored slot, else the last due one)")
 	fl.StringVar(&f.to, "to", "", "cover only slots starting before this time (a backfill of a fixed range)")
 	fl.StringVar(&f.schedule, "schedule", "", "cron spec of when to materialize due slots (default: whenever a slot becomes due)")
 	fl.StringVar(&f.lag, "lag", "0s", "how long after its end a slot becomes due, e.g. PT1M or 1m")
