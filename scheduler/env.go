@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/almanacdev/almanac/acquire"
 )
 
 // ErrBadEnv is wrapped by the errors of CheckEnv.
@@ -17,10 +19,16 @@ var ErrBadEnv = errors.New("invalid environment entry")
 // nothing that grants access to anything. Command's godoc repeats it.
 var defaultEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TZ", "TMPDIR"}
 
-// slotVars are the variables Command sets for every slot; Env cannot set
-// them.
-var slotVars = []string{"ALMANAC_NAME", "ALMANAC_INTERVAL", "ALMANAC_SLOT", "ALMANAC_SLOT_START", "ALMANAC_SLOT_END",
-	"ALMANAC_ATTEMPT", "ALMANAC_FENCE", "ALMANAC_KEY"}
+// slotVars are the names of the variables Command sets for every slot
+// (slotEnv); Env cannot set them.
+var slotVars = func() []string {
+	var names []string
+	for _, kv := range slotEnv(acquire.Slot{}) {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	return names
+}()
 
 // isSecretEnv reports whether the variable name holds database
 // credentials, which a command gets only when Command.Env names it, even
