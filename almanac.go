@@ -10,6 +10,7 @@ import (
 
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
@@ -79,7 +80,16 @@ var (
 	// ErrLeaseLost: a lease-mode write found the slot no longer held by
 	// this worker with this fencing token; nothing was changed.
 	ErrLeaseLost = acquire.ErrLeaseLost
+	// ErrUnavailable: the database stayed unreachable, or kept dropping
+	// connections, for the whole retry budget (Options.RetryBudget).
+	ErrUnavailable = retry.ErrUnavailable
+	// ErrIncomplete: Drain returned with slots of its scope unfinished;
+	// errors.As finds a *scheduler.IncompleteError with the counts.
+	ErrIncomplete = scheduler.ErrIncomplete
 )
+
+// DefaultRetryBudget is the default of Options.RetryBudget.
+const DefaultRetryBudget = time.Minute
 
 // Options configure a Client. The zero value is usable.
 type Options struct {
@@ -96,6 +106,13 @@ type Options struct {
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Clock           scheduler.Clock
+	// RetryBudget bounds how long a call keeps retrying transient faults
+	// (a lost connection, a restarting or full server, a failover) before
+	// it returns an error wrapping ErrUnavailable; the caller's context
+	// bounds it too. Default DefaultRetryBudget. Start, Stop and the
+	// running workers are not bound by it: Start retries until its
+	// context ends, and workers for as long as they run.
+	RetryBudget time.Duration
 }
 
 // Client is the entry point: it migrates the schema, registers series and
@@ -122,13 +139,36 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.RetryBudget <= 0 {
+		opts.RetryBudget = DefaultRetryBudget
+	}
 	return &Client{pool: pool, opts: opts}, nil
+}
+
+// call returns the context of one call: ctx with the client's retry budget
+// unless ctx carries one already, and connection retries logged.
+func (c *Client) call(ctx context.Context) context.Context {
+	if !retry.HasBudget(ctx) {
+		ctx = retry.WithBudget(ctx, c.opts.RetryBudget)
+	}
+	return c.logRetries(ctx)
+}
+
+// logRetries makes the retries of transient faults under ctx visible in the
+// log.
+func (c *Client) logRetries(ctx context.Context) context.Context {
+	return retry.OnRetry(ctx, func(err error, attempt int, wait time.Duration) {
+		c.opts.Logger.Warn("almanac: database fault; retrying", "error", err, "attempt", attempt, "retry_in", wait)
+	})
 }
 
 // Migrate creates or upgrades almanac's tables in the schema. It is safe to
 // run from every instance at start-up, concurrently.
+//
+// Like every call of the Client, it retries transient faults within
+// Options.RetryBudget.
 func (c *Client) Migrate(ctx context.Context) error {
-	_, err := migrations.Up(ctx, c.pool, c.opts.Schema)
+	_, err := migrations.Up(c.call(ctx), c.pool, c.opts.Schema)
 	return err
 }
 
@@ -161,7 +201,7 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 	if err != nil {
 		return Series{}, err
 	}
-	def, _, err := seriesdb.Add(ctx, c.pool, c.opts.Schema, grid)
+	def, _, err := seriesdb.Add(c.call(ctx), c.pool, c.opts.Schema, grid)
 	if err != nil {
 		return Series{}, err
 	}
@@ -205,6 +245,12 @@ func (c *Client) scheduler() (*scheduler.Scheduler, error) {
 // Start runs the registered jobs in the background: due slots are
 // materialized and worked until Stop. Every instance of a program may run
 // the same jobs; each slot is done once.
+//
+// Start registers the jobs' series first, retrying transient faults until
+// it succeeds or ctx ends (not within Options.RetryBudget: a service that
+// starts while its database restarts should wait, not fail); it returns at
+// once on other errors, such as a series registered with another grid or a
+// schema that is not migrated.
 func (c *Client) Start(ctx context.Context) error {
 	if c.sched != nil {
 		return errors.New("almanac: Start called twice")
@@ -213,7 +259,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Start(ctx); err != nil {
+	if err := s.Start(c.logRetries(ctx)); err != nil {
 		return err
 	}
 	c.sched = s
@@ -231,15 +277,22 @@ func (c *Client) Stop(ctx context.Context) error {
 	return c.sched.Stop(ctx)
 }
 
-// Drain materializes what is due and works every acquirable slot of the
-// registered jobs once, then returns the outcomes by kind: a batch run,
-// for cron-driven programs and tests.
+// Drain is a batch run, for cron-driven programs and tests: it materializes
+// what is due and works the registered jobs' slots until every one of them
+// is finished or has been given its chance, and returns the outcomes by
+// kind. It keeps going through faults (lost connections, a restarting
+// server) and waits for slots other workers hold; it stops waiting for
+// slots that failed (they wait for their retry) or are parked.
+//
+// It returns nil only when every slot in scope (see scheduler.RunOnce) is
+// COMPLETE or SKIP; otherwise an error wrapping ErrIncomplete that says how
+// many are left and why, also when ctx ends first.
 func (c *Client) Drain(ctx context.Context) (Summary, error) {
 	s, err := c.scheduler()
 	if err != nil {
 		return nil, err
 	}
-	return s.RunOnce(ctx)
+	return s.RunOnce(c.logRetries(ctx))
 }
 
 // coverage returns the coverage client of a series.
@@ -252,6 +305,7 @@ type Gap = coverage.Gap
 
 // Gaps returns the missing slots of [from, to) as maximal runs, in order.
 func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return nil, err
@@ -269,6 +323,7 @@ func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap,
 // Status summarizes [from, to): slots by state, missing ones, share
 // finished, oldest open slot, last completion.
 func (c *Client) Status(ctx context.Context, s Series, from, to time.Time) (coverage.Status, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.Status{}, err
@@ -278,6 +333,7 @@ func (c *Client) Status(ctx context.Context, s Series, from, to time.Time) (cove
 
 // Materialize inserts the missing slots of [from, to) as AVAILABLE.
 func (c *Client) Materialize(ctx context.Context, s Series, from, to time.Time) (coverage.MaterializeResult, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.MaterializeResult{}, err
@@ -290,6 +346,7 @@ func (c *Client) Materialize(ctx context.Context, s Series, from, to time.Time) 
 // idle workers. Slots being worked on are left alone and listed in the
 // result.
 func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, reason string) (coverage.ReopenResult, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.ReopenResult{}, err
@@ -301,6 +358,7 @@ func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, reaso
 // for them), creating missing ones as SKIP; finished and held slots are
 // left alone.
 func (c *Client) SkipRange(ctx context.Context, s Series, from, to time.Time, reason string) (coverage.SkipResult, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.SkipResult{}, err
@@ -311,6 +369,7 @@ func (c *Client) SkipRange(ctx context.Context, s Series, from, to time.Time, re
 // Retry makes the slots of [from, to) that wait for a retry, or gave up,
 // acquirable now.
 func (c *Client) Retry(ctx context.Context, s Series, from, to time.Time) (coverage.RetryResult, error) {
+	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return coverage.RetryResult{}, err

@@ -2,7 +2,10 @@ package acquire
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,13 +37,97 @@ type handlerTx struct {
 	// nested is set for savepoints the handler opened itself with Begin:
 	// those it may commit and roll back.
 	nested bool
-	// state is shared by a handler's transaction and its nested ones.
+	// state is shared by the handlers of a batch, run by one handler's
+	// transaction and its nested ones.
 	state *handlerState
+	run   *handlerRun
 }
 
+// handlerState is the savepoint bookkeeping of a batch.
 type handlerState struct {
 	saved          bool // the savepoint exists
 	releasePending bool // a previous handler's savepoint is still open
+}
+
+// errHandlerReturned refuses statements on a handler's transaction once the
+// handler has returned (from a goroutine it left running).
+var errHandlerReturned = errors.New("acquire: the slot's handler has returned; its transaction can no longer be used")
+
+// handlerRun tracks what one handler's run holds of the connection: rows
+// and batches it has not closed yet, each of which keeps the connection, and
+// whether its statements are refused because it has returned.
+type handlerRun struct {
+	mu      sync.Mutex
+	open    map[*sync.Once]func()
+	refused bool
+}
+
+// hold registers something that keeps the connection until release is
+// called (by its Close, or by seal); release runs once.
+func (r *handlerRun) hold(release func()) func() {
+	once := &sync.Once{}
+	r.mu.Lock()
+	if r.open == nil {
+		r.open = map[*sync.Once]func(){}
+	}
+	r.open[once] = release
+	r.mu.Unlock()
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			delete(r.open, once)
+			r.mu.Unlock()
+			release()
+		})
+	}
+}
+
+// refuse makes every later statement of the run fail with
+// errHandlerReturned.
+func (r *handlerRun) refuse() {
+	r.mu.Lock()
+	r.refused = true
+	r.mu.Unlock()
+}
+
+func (r *handlerRun) isRefused() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
+}
+
+// releaseAll gives the connection back from the rows and batches the
+// handler left open.
+func (r *handlerRun) releaseAll() {
+	r.mu.Lock()
+	var closers []func()
+	for once, release := range r.open {
+		closers = append(closers, func() { once.Do(release) })
+		delete(r.open, once)
+	}
+	r.mu.Unlock()
+	for _, c := range closers {
+		c()
+	}
+}
+
+// seal is called once the handler has returned: it refuses the run's
+// further statements, gives the connection back from the rows and batches
+// the handler left open (a panic, an early return), and waits up to wait
+// for a statement that a goroutine of the handler may still be running. It
+// fails if that statement keeps the connection longer.
+func (r *handlerRun) seal(guard *connGuard, wait time.Duration) error {
+	r.refuse()
+	r.releaseAll()
+	deadline := time.Now().Add(wait)
+	for !guard.mu.TryLock() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: a statement the handler started is still running %s after it returned", errHandlerReturned, wait)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	guard.mu.Unlock()
+	return nil
 }
 
 func (h *handlerTx) ensureSavepoint(ctx context.Context) error {
@@ -59,9 +146,14 @@ func (h *handlerTx) ensureSavepoint(ctx context.Context) error {
 	return nil
 }
 
-// lock serializes with the pinger and makes sure the savepoint exists.
+// lock serializes with the pinger and makes sure the savepoint exists. It
+// refuses statements once the handler has returned.
 func (h *handlerTx) lock(ctx context.Context) error {
 	h.guard.mu.Lock()
+	if h.run.isRefused() {
+		h.guard.mu.Unlock()
+		return errHandlerReturned
+	}
 	if err := h.ensureSavepoint(ctx); err != nil {
 		h.guard.mu.Unlock()
 		return err
@@ -80,7 +172,7 @@ func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handlerTx{tx: inner, guard: h.guard, nested: true, state: h.state}, nil
+	return &handlerTx{tx: inner, guard: h.guard, nested: true, state: h.state, run: h.run}, nil
 }
 
 func (h *handlerTx) Commit(ctx context.Context) error {
@@ -113,7 +205,8 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	if err := h.lock(ctx); err != nil {
 		return errBatchResults{err}
 	}
-	return &guardedBatch{BatchResults: h.tx.SendBatch(ctx, b), unlock: h.unlockOnce()}
+	br := h.tx.SendBatch(ctx, b)
+	return &guardedBatch{BatchResults: br, unlock: h.run.hold(func() { _ = br.Close(); h.unlock() })}
 }
 
 func (h *handlerTx) LargeObjects() pgx.LargeObjects { return h.tx.LargeObjects() }
@@ -143,7 +236,7 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 		h.unlock()
 		return nil, err
 	}
-	return &guardedRows{Rows: rows, unlock: h.unlockOnce()}, nil
+	return &guardedRows{Rows: rows, unlock: h.run.hold(func() { rows.Close(); h.unlock() })}, nil
 }
 
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -155,11 +248,6 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 }
 
 func (h *handlerTx) Conn() *pgx.Conn { return h.tx.Conn() }
-
-func (h *handlerTx) unlockOnce() func() {
-	var once sync.Once
-	return func() { once.Do(h.unlock) }
-}
 
 // guardedRows releases the connection when the rows are done: when Next
 // reports the end (pgx closes the rows then) or on Close.
@@ -176,10 +264,7 @@ func (r *guardedRows) Next() bool {
 	return false
 }
 
-func (r *guardedRows) Close() {
-	r.Rows.Close()
-	r.unlock()
-}
+func (r *guardedRows) Close() { r.unlock() }
 
 // guardedRow reads the first row like pgx's QueryRow does.
 type guardedRow struct{ rows pgx.Rows }
@@ -209,8 +294,9 @@ type guardedBatch struct {
 }
 
 func (b *guardedBatch) Close() error {
-	defer b.unlock()
-	return b.BatchResults.Close()
+	err := b.BatchResults.Close()
+	b.unlock()
+	return err
 }
 
 type errBatchResults struct{ err error }

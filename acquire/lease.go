@@ -19,13 +19,19 @@ import (
 // Lease is guarded by owner and token, so a holder that lost the slot
 // (expired and taken over, ejected, re-opened) changes nothing and gets
 // ErrLeaseLost. A Lease is safe for concurrent use.
+//
+// A holder that cannot renew its lease (the database is unreachable) gives
+// it up by its own reckoning before it can expire: see Deadline.
 type Lease struct {
 	Slot
 	q *Queue
 
 	mu       sync.Mutex
-	until    time.Time // lease deadline on the database clock, as last written
+	until    time.Time     // lease deadline on the database clock, as last written
+	deadline time.Time     // when this holder stops trusting the lease (local, monotonic)
+	moved    chan struct{} // closed and replaced whenever deadline moves
 	lost     chan struct{}
+	lostErr  error // why the lease was lost; set before lost is closed
 	lostOnce sync.Once
 	finished atomic.Bool
 }
@@ -43,21 +49,111 @@ func (l *Lease) Until() time.Time {
 	return l.until
 }
 
+// Deadline returns when this holder stops trusting its lease, on the local
+// monotonic clock: the time the last successful claim or renewal was sent,
+// plus LeaseTTL, less 1 % of LeaseTTL for the clocks of this host and the
+// database running at different rates, less Options.StopBefore for the work
+// to stop. The database cannot extend the lease before that statement
+// arrived, so until Deadline the lease cannot have expired, whatever the
+// network does; past it, Context is cancelled and Lost is closed even when
+// the database cannot be asked (a partition), so that the work stops before
+// another worker can take the slot over.
+//
+// What this cannot cover is a process that is paused (SIGSTOP, a VM
+// stalled) past the deadline and resumes in the middle of its work: only
+// the fencing token protects the effects of such a holder, which is why
+// every write of a Lease and every external write should carry it.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// renewed moves the deadline after a claim or an extension sent at sent
+// committed, with until as the new deadline on the database clock.
+func (l *Lease) renewed(sent, until time.Time) {
+	ttl := l.q.opts.LeaseTTL
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = until
+	if d := sent.Add(ttl - ttl/100 - l.q.opts.StopBefore); d.After(l.deadline) {
+		l.deadline = d
+		close(l.moved)
+		l.moved = make(chan struct{})
+	}
+}
+
 // Lost returns a channel closed once the lease is known to be lost: a
-// guarded write or a heartbeat found the slot no longer ours.
+// guarded write or a heartbeat found the slot no longer ours, or the lease
+// went unrenewed until its Deadline.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-func (l *Lease) markLost() { l.lostOnce.Do(func() { close(l.lost) }) }
+// markLost records that the lease is lost because of cause (wrapping
+// ErrLeaseLost) and closes Lost.
+func (l *Lease) markLost(cause error) {
+	l.lostOnce.Do(func() {
+		l.mu.Lock()
+		l.lostErr = cause
+		l.mu.Unlock()
+		close(l.lost)
+	})
+}
 
-// Context returns a context derived from parent that is cancelled, with
-// cause ErrLeaseLost, when the lease is lost. Run the lease's work under it.
+// lostCause returns why the lease was lost, once it is.
+func (l *Lease) lostCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lostErr == nil {
+		return ErrLeaseLost
+	}
+	return l.lostErr
+}
+
+// expireIfDue gives the lease up when its Deadline has passed without a
+// final write, and reports whether it did.
+func (l *Lease) expireIfDue(now time.Time) bool {
+	l.mu.Lock()
+	due := !now.Before(l.deadline)
+	deadline := l.deadline
+	l.mu.Unlock()
+	if !due || l.Finished() {
+		return false
+	}
+	l.markLost(fmt.Errorf("%w: not renewed in time (stopped at %s, before the lease can expire)",
+		ErrLeaseLost, deadline.Format(time.RFC3339Nano)))
+	return true
+}
+
+// Context returns a context derived from parent that is cancelled, with a
+// cause wrapping ErrLeaseLost, when the lease is lost or its Deadline
+// passes unrenewed. Run the lease's work under it.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	go func() {
-		select {
-		case <-l.lost:
-			cancel(ErrLeaseLost)
-		case <-ctx.Done():
+		for {
+			l.mu.Lock()
+			wait, moved := time.Until(l.deadline), l.moved
+			l.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-l.lost:
+				t.Stop()
+				cancel(l.lostCause())
+				return
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-moved:
+				t.Stop()
+			case <-t.C:
+				if l.expireIfDue(time.Now()) {
+					cancel(l.lostCause())
+					return
+				}
+				if l.Finished() {
+					return
+				}
+			}
 		}
 	}()
 	return ctx, func() { cancel(context.Canceled) }
@@ -70,17 +166,23 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 // leases alive with Extend or KeepAlive, and end each with one of its
 // guarded writes. It returns no leases and no error when nothing is
 // acquirable.
+//
+// A claim is repeated after a transient fault. When the connection was lost
+// while the claim committed, the slots it claimed are held by this owner
+// without a Lease to show for it: they are taken over once their lease
+// expires, like a crashed holder's.
 func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("acquire: claim %d: expected at least 1", n)
 	}
 	var leases []*Lease
-	err := q.write(ctx, func(b *pgx.Batch) {
+	_, err := q.write(ctx, func(b *pgx.Batch) {
 		leases = leases[:0]
-		b.Queue(q.sql.claim, q.name, q.interval, n, q.from, q.to, q.opts.Owner, q.opts.LeaseTTL.Microseconds()).
+		sent := time.Now()
+		b.Queue(q.sql.claim, q.name, q.interval, n, q.from, q.to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds()).
 			Query(func(rows pgx.Rows) error {
 				var err error
-				leases, err = q.scanLeases(rows)
+				leases, err = q.scanLeases(rows, sent)
 				return err
 			})
 	})
@@ -110,12 +212,13 @@ func (q *Queue) Eject(ctx context.Context, start time.Time) (*Lease, error) {
 	// transaction for the whole job. Retrying NOWAIT for about half a second
 	// tells the two apart without ever queueing behind a long holder.
 	for wait := 5 * time.Millisecond; ; wait *= 2 {
-		err = q.write(ctx, func(b *pgx.Batch) {
+		_, err = q.write(ctx, func(b *pgx.Batch) {
 			leases = leases[:0]
+			sent := time.Now()
 			b.Queue(q.sql.eject, q.name, q.interval, start, q.opts.Owner, q.opts.LeaseTTL.Microseconds()).
 				Query(func(rows pgx.Rows) error {
 					var err error
-					leases, err = q.scanLeases(rows)
+					leases, err = q.scanLeases(rows, sent)
 					return err
 				})
 		})
@@ -139,22 +242,28 @@ func (q *Queue) Eject(ctx context.Context, start time.Time) (*Lease, error) {
 	return leases[0], nil
 }
 
-func (q *Queue) scanLeases(rows pgx.Rows) ([]*Lease, error) {
+// scanLeases reads the leases a claim sent at sent returned.
+func (q *Queue) scanLeases(rows pgx.Rows, sent time.Time) ([]*Lease, error) {
 	var out []*Lease
 	var r slotRow
 	var until time.Time
 	dest := append(r.dest(), &until)
 	_, err := pgx.ForEachRow(rows, dest, func() error {
-		out = append(out, &Lease{Slot: r.slot(q), q: q, until: until, lost: make(chan struct{})})
+		l := &Lease{Slot: r.slot(q), q: q, lost: make(chan struct{}), moved: make(chan struct{})}
+		l.renewed(sent, until)
+		out = append(out, l)
 		return nil
 	})
 	return out, err
 }
 
 // Complete marks the slot COMPLETE. It returns ErrLeaseLost, and changes
-// nothing, if the lease was lost.
+// nothing, if the lease was lost. Like every final write of a Lease, it is
+// repeated across lost connections until it is known to have committed, or
+// ctx ends: a completion whose acknowledgment was lost is recognised, not
+// reported as a lost lease.
 func (l *Lease) Complete(ctx context.Context) error {
-	return l.guarded(ctx, "complete", l.q.sql.complete)
+	return l.guarded(ctx, "complete", statusComplete, l.q.sql.complete)
 }
 
 // CompleteTx marks the slot COMPLETE inside tx, the caller's transaction, so
@@ -168,8 +277,9 @@ func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("acquire: complete: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		l.markLost()
-		return fmt.Errorf("acquire: complete %s: %w", l.Slot, ErrLeaseLost)
+		err := fmt.Errorf("acquire: complete %s: %w", l.Slot, ErrLeaseLost)
+		l.markLost(err)
+		return err
 	}
 	l.finished.Store(true)
 	return nil
@@ -178,17 +288,22 @@ func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 // Fail records a failure of the slot's work: fail_count grows, err's text
 // becomes the message, and the retry policy decides when the slot is
 // acquirable again, or parks it. It returns Failed (with the delay) or
-// Parked.
+// Parked; or Snoozed when err is a database fault (a lost connection, a
+// restarting server), which is not held against the slot: it is tried
+// again in a second, its fail_count unchanged.
 func (l *Lease) Fail(ctx context.Context, err error) (Outcome, time.Duration, error) {
 	outcome, delay, _ := l.q.classify(l.Slot, err)
 	res := Result{Slot: l.Slot, Outcome: outcome, Err: err, Delay: delay}
 	_, failCount, message, delayUS, _, _ := outcomeColumns(res)
-	return outcome, delay, l.guarded(ctx, "fail", l.q.sql.fail, failCount, message, delayUS)
+	if outcome == Snoozed {
+		return outcome, delay, l.guarded(ctx, "snooze", statusAvailable, l.q.sql.snooze, delayUS, nil, message)
+	}
+	return outcome, delay, l.guarded(ctx, "fail", statusAvailable, l.q.sql.fail, failCount, message, delayUS)
 }
 
 // Skip marks the slot SKIP with reason.
 func (l *Lease) Skip(ctx context.Context, reason string) error {
-	return l.guarded(ctx, "skip", l.q.sql.skip, reason)
+	return l.guarded(ctx, "skip", statusSkip, l.q.sql.skip, boundText(reason))
 }
 
 // Snooze gives the slot back as AVAILABLE, to be acquired again after d
@@ -199,13 +314,13 @@ func (l *Lease) Snooze(ctx context.Context, d time.Duration, data any) error {
 	if err != nil {
 		return err
 	}
-	return l.guarded(ctx, "snooze", l.q.sql.snooze, max(d, 0).Microseconds(), saved)
+	return l.guarded(ctx, "snooze", statusAvailable, l.q.sql.snooze, max(d, 0).Microseconds(), saved, nil)
 }
 
 // Release gives the slot back as AVAILABLE at once, keeping its checkpoint:
 // what a worker does with its leases when it shuts down.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.guarded(ctx, "release", l.q.sql.release)
+	return l.guarded(ctx, "release", statusAvailable, l.q.sql.release)
 }
 
 // Checkpoint saves data (JSON) on the slot, where the next holder finds it
@@ -218,7 +333,7 @@ func (l *Lease) Checkpoint(ctx context.Context, data any) error {
 	if saved == nil {
 		return errors.New("acquire: checkpoint: data is nil")
 	}
-	return l.guarded(ctx, "checkpoint", l.q.sql.checkpoint, saved)
+	return l.guarded(ctx, "checkpoint", "", l.q.sql.checkpoint, saved)
 }
 
 // Extend renews the lease for Options.LeaseTTL from now (database clock).
@@ -238,24 +353,34 @@ func (l *Lease) guardArgs(extra ...any) []any {
 }
 
 // guarded runs one fenced write and turns "no row matched" into
-// ErrLeaseLost.
-func (l *Lease) guarded(ctx context.Context, what, sql string, extra ...any) error {
-	final := what != "checkpoint"
+// ErrLeaseLost. A final write (to status; "" for the checkpoint, which
+// changes no state) that was repeated after a connection lost mid-way may
+// find its own earlier attempt committed: the row then shows status with
+// this lease's token, and that is success.
+func (l *Lease) guarded(ctx context.Context, what, status, sql string, extra ...any) error {
 	var affected int64
-	err := l.q.write(ctx, func(b *pgx.Batch) {
+	uncertain, err := l.q.write(ctx, func(b *pgx.Batch) {
 		b.Queue(sql, l.guardArgs(extra...)...).Exec(func(tag pgconn.CommandTag) error {
 			affected = tag.RowsAffected()
 			return nil
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("acquire: %s: %w", what, err)
+		return fmt.Errorf("acquire: %s %s: %w", what, l.Slot, err)
+	}
+	if affected == 0 && uncertain && status != "" {
+		done, err := l.q.landed(ctx, []*Lease{l}, status)
+		if err != nil {
+			return fmt.Errorf("acquire: %s %s: checking a write whose connection was lost: %w", what, l.Slot, err)
+		}
+		affected = int64(len(done))
 	}
 	if affected == 0 {
-		l.markLost()
-		return fmt.Errorf("acquire: %s %s: %w", what, l.Slot, ErrLeaseLost)
+		err := fmt.Errorf("acquire: %s %s: %w", what, l.Slot, ErrLeaseLost)
+		l.markLost(err)
+		return err
 	}
-	if final {
+	if status != "" {
 		l.finished.Store(true)
 	}
 	return nil
@@ -286,8 +411,10 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 		starts[i], fences[i] = l.Start, l.Fence
 	}
 	kept := map[time.Time]*time.Time{} // nil: ours, but busy (extend only)
-	err := q.write(ctx, func(b *pgx.Batch) {
+	var sent time.Time
+	uncertain, err := q.write(ctx, func(b *pgx.Batch) {
 		clear(kept)
+		sent = time.Now()
 		var args []any
 		if extend {
 			args = []any{q.name, q.interval, starts, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), fences}
@@ -311,21 +438,30 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 	if err != nil {
 		return nil, fmt.Errorf("acquire: %s: %w", what, err)
 	}
+	var missing []*Lease
+	for _, l := range leases {
+		if _, ok := kept[l.Start.UTC()]; !ok {
+			missing = append(missing, l)
+		}
+	}
+	done := map[*Lease]bool{}
+	if uncertain && !extend && len(missing) > 0 {
+		if done, err = q.landed(ctx, missing, statusComplete); err != nil {
+			return nil, fmt.Errorf("acquire: %s: checking a write whose connection was lost: %w", what, err)
+		}
+	}
 	var lost []*Lease
 	for _, l := range leases {
 		until, ok := kept[l.Start.UTC()]
-		if !ok {
-			l.markLost()
+		switch {
+		case !ok && !done[l]:
+			l.markLost(fmt.Errorf("acquire: %s %s: %w", what, l.Slot, ErrLeaseLost))
 			lost = append(lost, l)
-			continue
-		}
-		if extend {
+		case extend:
 			if until != nil {
-				l.mu.Lock()
-				l.until = *until
-				l.mu.Unlock()
+				l.renewed(sent, *until)
 			}
-		} else {
+		default:
 			l.finished.Store(true)
 		}
 	}
@@ -334,26 +470,54 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 
 // KeepAlive extends leases every LeaseTTL/3 until stop is called or ctx is
 // done. Leases found lost have their Lost channels closed (and their
-// Context cancelled); a failed extension is retried at the next tick, and
-// only a lease whose deadline passes unextended can be taken over.
+// Context cancelled). A failed extension is logged and tried again at the
+// next tick; a lease that goes unrenewed until its Deadline (the database
+// unreachable for about LeaseTTL) is given up: its Lost channel is closed,
+// so that its work stops before another worker may take the slot over.
 func (q *Queue) KeepAlive(ctx context.Context, leases []*Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(q.opts.LeaseTTL / 3)
-		defer t.Stop()
+		every := q.opts.LeaseTTL / 3
+		next := time.Now().Add(every)
 		live := append([]*Lease(nil), leases...)
 		for len(live) > 0 {
+			wake := next
+			for _, l := range live {
+				if d := l.Deadline(); d.Before(wake) {
+					wake = d
+				}
+			}
+			t := time.NewTimer(time.Until(wake))
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
 			case <-t.C:
 			}
-			lost, err := q.Extend(ctx, live)
+			now := time.Now()
+			var expired []*Lease
+			for _, l := range live {
+				if l.expireIfDue(now) {
+					expired = append(expired, l)
+					q.opts.Logger.Error("almanac: lease not renewed in time; stopping its work",
+						"series", q.name, "interval", q.interval, "slot", l.Slot.Slot.String(), "fence", l.Fence)
+				}
+			}
+			live = without(live, expired)
+			if now.Before(next) || len(live) == 0 {
+				continue
+			}
+			next = now.Add(every)
+			// A heartbeat never outlives the next one: a connection that
+			// hangs is given up, and the next tick tries a fresh one.
+			hctx, hcancel := context.WithDeadline(ctx, next)
+			lost, err := q.Extend(hctx, live)
+			hcancel()
 			if err != nil {
 				if ctx.Err() == nil {
-					q.opts.Logger.Warn("almanac: lease heartbeat failed", "series", q.name, "error", err)
+					q.opts.Logger.Warn("almanac: lease heartbeat failed", "series", q.name, "interval", q.interval, "error", err)
 				}
 				continue
 			}
@@ -397,50 +561,4 @@ func marshalData(data any) (*string, error) {
 	}
 	s := string(b)
 	return &s, nil
-}
-
-// settings neutralizes role defaults that would break a write: a short
-// statement or lock timeout, or an idle-in-transaction timeout.
-const settings = `SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true),
-    set_config('idle_in_transaction_session_timeout', '0', true)`
-
-// write runs the statements queued by build in one READ COMMITTED
-// transaction, begun, configured and committed in the same round trip.
-// Serialization failures and deadlocks are retried a few times.
-func (q *Queue) write(ctx context.Context, build func(b *pgx.Batch)) error {
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
-			}
-		}
-		err = q.writeOnce(ctx, build)
-		if !isRetryable(err) {
-			return err
-		}
-	}
-	return err
-}
-
-func (q *Queue) writeOnce(ctx context.Context, build func(b *pgx.Batch)) error {
-	conn, err := q.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	b := &pgx.Batch{}
-	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	b.Queue(settings)
-	build(b)
-	b.Queue("COMMIT")
-	err = conn.SendBatch(ctx, b).Close()
-	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-		// The statement failed inside the explicit transaction: end it here
-		// so the connection goes back to the pool clean.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-	}
-	return err
 }

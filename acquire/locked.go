@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/almanacdev/almanac/internal/redact"
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/safetext"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -28,10 +29,20 @@ import (
 //     and the failure is recorded (fail_count, message, retry delay, or
 //     parking after the maximum of attempts).
 //
-// If the worker dies or loses its connection, nothing is written and the
-// slot is acquirable again at once. ctx is cancelled when the worker shuts
-// down, when MaxWork passes, or when the connection is found dead; tx must
-// not be used after the handler returns.
+// A handler that fails because of a database fault (a lost connection, a
+// restarting server, a serialization failure) did not fail at its work: the
+// slot is snoozed for a second instead, without counting a failure. If the
+// worker dies or loses its connection, nothing is written and the slot is
+// acquirable again at once. ctx is cancelled when the worker shuts down,
+// when MaxWork passes (see Options.MaxWork), or when the connection is found
+// dead.
+//
+// Misbehaviour ends in a recorded outcome and a worker that goes on: rows or
+// batches the handler leaves open are closed when it returns, statements a
+// goroutine of the handler sends after that are refused, a handler that ends
+// the transaction itself (an Exec of COMMIT or ROLLBACK) fails its slot, and
+// one that ignores its context is abandoned a quarter of a second after the
+// context ends.
 type Handler func(ctx context.Context, tx pgx.Tx, s Slot) error
 
 // ErrConnectionLost is the cause of a handler context cancelled because the
@@ -40,6 +51,21 @@ var ErrConnectionLost = errors.New("held connection lost")
 
 // maxMessage bounds the failure text stored on a slot, in bytes.
 const maxMessage = 4096
+
+// errMaxWork is the cause of a handler context cancelled because the
+// handler ran for longer than Options.MaxWork.
+var errMaxWork = errors.New("handler exceeded MaxWork")
+
+// handlerGrace is how long a handler has to return once its context is
+// done (MaxWork passed, shutdown, lost connection) before the worker stops
+// waiting for it: the worker ends the slot's transaction, records the
+// outcome and goes on, and the handler's goroutine is left to finish alone,
+// its transaction refused.
+const handlerGrace = 250 * time.Millisecond
+
+// outOfBandTimeout bounds recording outcomes after the slot's transaction
+// was lost.
+const outOfBandTimeout = 30 * time.Second
 
 // Run acquires the first acquirable slot of the series and runs h for it in
 // locked mode. It returns ok=false and no error when no slot is acquirable.
@@ -65,6 +91,17 @@ func (q *Queue) Run(ctx context.Context, h Handler) (res Result, ok bool, err er
 // handler that writes uses a subtransaction; PostgreSQL caches 64 of them
 // per transaction, so batches of writing handlers larger than 64 make other
 // sessions' snapshots slower while they run.
+//
+// Faults are absorbed where that is safe. Beginning and selecting are
+// repeated after a transient fault (nothing is held yet). When the
+// transaction is lost afterwards (its connection died, a handler broke it),
+// failures are still recorded, in a new transaction guarded by the fencing
+// token, and the other slots become acquirable again with their handlers'
+// writes rolled back (Abandoned). When the connection is lost during
+// COMMIT, the database says whether the commit happened. When recording
+// fails for a reason that would recur (a trigger refusing the write), every
+// slot of the batch is recorded as failed with that reason, so that it backs
+// off instead of running again at once for ever.
 func (q *Queue) RunBatch(ctx context.Context, max int, h Handler) ([]Result, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("acquire: batch size %d: expected at least 1", max)
@@ -74,16 +111,26 @@ func (q *Queue) RunBatch(ctx context.Context, max int, h Handler) ([]Result, err
 	}
 	defer q.held.release()
 
-	tx, err := q.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q.lockedBegin()})
+	var tx pgx.Tx
+	var slots []Slot
+	var xid int64
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		var err error
+		if tx, err = q.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q.lockedBegin()}); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		if slots, xid, err = q.selectLocked(ctx, tx, max); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("acquire: begin: %w", err)
+		return nil, fmt.Errorf("acquire: %w", err)
 	}
 	cleanup := context.WithoutCancel(ctx)
 	defer tx.Rollback(cleanup) //nolint:errcheck // a no-op after Commit
-
-	slots, err := q.selectLocked(ctx, tx, max)
-	if err != nil || len(slots) == 0 {
-		return nil, err
+	if len(slots) == 0 {
+		return nil, tx.Commit(cleanup)
 	}
 
 	b := &lockedBatch{q: q, tx: tx, guard: &connGuard{}, state: &handlerState{}}
@@ -92,28 +139,58 @@ func (q *Queue) RunBatch(ctx context.Context, max int, h Handler) ([]Result, err
 	stopPinger := b.startPinger(connCtx, connLost)
 	results := make([]Result, 0, len(slots))
 	for _, s := range slots {
-		if ctx.Err() != nil || tx.Conn().IsClosed() {
-			break // shutdown or a dead connection: the slots not started stay as they are
+		if closed, _ := b.connState(); ctx.Err() != nil || b.broken != nil || closed {
+			break // shutdown or a lost transaction: the slots not started stay as they are
 		}
 		results = append(results, b.run(connCtx, s, h))
 	}
 	stopPinger()
 
-	if cause := context.Cause(connCtx); errors.Is(cause, ErrConnectionLost) || tx.Conn().IsClosed() {
-		if cause == nil {
-			cause = ErrConnectionLost
-		}
-		return q.recordTimeouts(cleanup, results, cause)
+	cause := b.broken
+	if c := context.Cause(connCtx); cause == nil && errors.Is(c, ErrConnectionLost) {
+		cause = c
+	}
+	if cause == nil && tx.Conn().IsClosed() {
+		cause = ErrConnectionLost
+	}
+	if cause != nil {
+		_ = tx.Rollback(cleanup)
+		return q.recordOutOfBand(cleanup, results, cause)
 	}
 	if err := q.finish(cleanup, tx, results); err != nil {
-		return abandon(results, err), err
+		_ = tx.Rollback(cleanup)
+		if !retry.Transient(cleanup, err) {
+			results = asFailures(q, results, err)
+		}
+		return q.recordOutOfBand(cleanup, results, err)
 	}
 	if err := tx.Commit(cleanup); err != nil {
-		// Unknown outcome when the connection broke during COMMIT: the slot
-		// rows say what happened, and same-database effects went with them.
-		return abandon(results, err), fmt.Errorf("acquire: commit: %w", err)
+		return q.afterFailedCommit(cleanup, results, xid, err)
 	}
 	return results, nil
+}
+
+// afterFailedCommit decides what a failed COMMIT of a batch means. A lost
+// connection leaves the outcome unknown: the database says whether the
+// transaction committed. A commit the server refused (a deferred
+// constraint of a handler's write) committed nothing, and would be refused
+// again: every slot is recorded as failed with the reason.
+func (q *Queue) afterFailedCommit(ctx context.Context, results []Result, xid int64, err error) ([]Result, error) {
+	if !retry.Transient(ctx, err) {
+		return q.recordOutOfBand(ctx, asFailures(q, results, fmt.Errorf("commit: %w", err)), err)
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, outOfBandTimeout)
+	committed, cerr := retry.Committed(checkCtx, q.pool, xid)
+	cancel()
+	switch {
+	case cerr != nil:
+		err = fmt.Errorf("acquire: commit: %w; and whether it committed is unknown: %w", err, cerr)
+		return abandon(results, err), err
+	case committed:
+		return results, nil
+	default:
+		return q.recordOutOfBand(ctx, results, fmt.Errorf("commit: %w", err))
+	}
 }
 
 func (q *Queue) lockedBegin() string {
@@ -122,15 +199,17 @@ func (q *Queue) lockedBegin() string {
 		max(1, int(q.opts.DeadMan.Seconds()/6)), ms(q.opts.DeadMan))
 }
 
-func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, error) {
-	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, q.from, q.to)
+// selectLocked locks up to max slots in tx and returns them with the
+// transaction's id.
+func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, int64, error) {
+	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, q.from, q.to, q.opts.Lag.Microseconds())
 	if err != nil {
-		return nil, fmt.Errorf("acquire: select slots: %w", err)
+		return nil, 0, fmt.Errorf("select slots: %w", err)
 	}
 	var out []Slot
 	var r slotRow
-	var heldFence int64
-	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence), func() error {
+	var heldFence, xid int64
+	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &xid), func() error {
 		s := r.slot(q)
 		// Locked mode writes attempts at the end: this run is one more.
 		s.Attempt, s.heldFence = r.attempts+1, heldFence
@@ -138,9 +217,9 @@ func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, e
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("acquire: select slots: %w", err)
+		return nil, 0, fmt.Errorf("select slots: %w", err)
 	}
-	return out, nil
+	return out, xid, nil
 }
 
 // slotRow scans the columns every acquisition returns. attempts counts the
@@ -186,6 +265,9 @@ type lockedBatch struct {
 	// between handlers; the pinger stops pinging for a handler that
 	// overruns MaxWork by DeadMan.
 	handlerStart atomic.Int64
+	// broken is set when the transaction can no longer record outcomes: a
+	// handler ended it, or did not return and its connection was closed.
+	broken error
 }
 
 // startPinger keeps the dead-man switch from firing while this process is
@@ -235,26 +317,58 @@ func (b *lockedBatch) startPinger(ctx context.Context, lost context.CancelCauseF
 	}
 }
 
-// run runs the handler for one slot and decides its outcome.
+// run runs the handler for one slot and decides its outcome. The handler
+// runs on its own goroutine so that one that ignores its context cannot
+// keep the worker: handlerGrace after its context ends, the worker gives up
+// on it (see abandonHandler).
 func (b *lockedBatch) run(ctx context.Context, s Slot, h Handler) Result {
-	hctx, cancel := context.WithTimeoutCause(ctx, b.q.opts.MaxWork,
-		fmt.Errorf("acquire: handler exceeded MaxWork (%s)", b.q.opts.MaxWork))
+	maxWork := b.q.opts.MaxWork
+	hctx, cancel := context.WithTimeoutCause(ctx, maxWork, fmt.Errorf("%w (%s)", errMaxWork, maxWork))
 	defer cancel()
-	htx := &handlerTx{tx: b.tx, guard: b.guard, state: b.state}
+	htx := &handlerTx{tx: b.tx, guard: b.guard, state: b.state, run: &handlerRun{}}
 	start := time.Now()
 	b.handlerStart.Store(start.UnixNano())
-	err := callHandler(hctx, h, htx, s)
+	returned := make(chan error, 1)
+	go func() { returned <- callHandler(hctx, h, htx, s) }()
+	var err error
+	select {
+	case err = <-returned:
+	case <-hctx.Done():
+		select {
+		case err = <-returned:
+		case <-time.After(handlerGrace):
+			err = fmt.Errorf("%w; the handler did not return within %s of its context ending, and its transaction was abandoned",
+				context.Cause(hctx), handlerGrace)
+			b.abandonHandler(htx.run, err)
+		}
+	}
 	b.handlerStart.Store(0)
 	res := Result{Slot: s, Duration: time.Since(start)}
-	if err != nil && hctx.Err() != nil && ctx.Err() == nil {
+	overran := errors.Is(context.Cause(hctx), errMaxWork)
+	if overran && err != nil && !errors.Is(err, errMaxWork) {
 		err = fmt.Errorf("%w (%v)", context.Cause(hctx), err)
-		res.timedOut = true
+	}
+	res.timedOut = overran && err != nil
+	if overran && err == nil {
+		res.Overrun = res.Duration - maxWork
+	}
+	if b.broken == nil {
+		if serr := htx.run.seal(b.guard, handlerGrace); serr != nil {
+			b.abandonHandler(htx.run, serr)
+		} else if _, status := b.connState(); status == 'I' {
+			// The handler ended the transaction itself (an Exec of COMMIT
+			// or ROLLBACK): the slot's lock went with it.
+			b.broken = fmt.Errorf("%w: the handler ended it", ErrTxManaged)
+		}
+	}
+	if b.broken != nil && (err == nil || isSkipOrSnooze(err)) {
+		err = b.broken
 	}
 
 	// A handler that swallowed an SQL error leaves the transaction aborted:
 	// its outcome cannot be committed, so it counts as a failure.
-	if err == nil || isSkipOrSnooze(err) {
-		if b.state.saved && b.tx.Conn().PgConn().TxStatus() == 'E' {
+	if b.broken == nil && (err == nil || isSkipOrSnooze(err)) {
+		if _, status := b.connState(); b.state.saved && status == 'E' {
 			err = errors.New("acquire: handler returned after a failed statement, which aborted its writes")
 		}
 	}
@@ -271,15 +385,45 @@ func (b *lockedBatch) run(ctx context.Context, s Slot, h Handler) Result {
 			}
 		}
 	}
-	if b.state.saved {
+	if b.state.saved && b.broken == nil {
 		if res.Outcome == Failed || res.Outcome == Parked || res.Outcome == Abandoned {
 			b.rollbackHandler(ctx)
 		} else {
 			b.state.releasePending = true
 		}
-		b.state.saved = false
 	}
+	b.state.saved = false
 	return res
+}
+
+// connState reads whether the held connection is closed and its
+// transaction status, serialized with the pinger, which updates both.
+func (b *lockedBatch) connState() (closed bool, txStatus byte) {
+	b.guard.mu.Lock()
+	defer b.guard.mu.Unlock()
+	conn := b.tx.Conn().PgConn()
+	return conn.IsClosed(), conn.TxStatus()
+}
+
+// abandonHandler gives up on the transaction of a handler that does not let
+// go of it: it refuses the handler's further statements and closes the
+// connection, which ends any statement still running and rolls the
+// transaction back. The batch's outcomes are then recorded out of band.
+//
+// The socket is closed first, because that is safe while a statement of
+// the handler's goroutine is using the connection (pgx's connection is
+// not): the statement fails at once and lets go of the guard, and only
+// then is the connection itself closed.
+func (b *lockedBatch) abandonHandler(run *handlerRun, cause error) {
+	if b.broken == nil {
+		b.broken = cause
+	}
+	run.refuse()
+	_ = b.tx.Conn().PgConn().Conn().Close()
+	run.releaseAll()
+	b.guard.mu.Lock()
+	_ = b.tx.Conn().PgConn().Close(context.Background())
+	b.guard.mu.Unlock()
 }
 
 // rollbackHandler undoes the handler's writes.
@@ -310,7 +454,16 @@ func callHandler(ctx context.Context, h Handler, tx pgx.Tx, s Slot) (err error) 
 	return h(ctx, tx, s)
 }
 
-// classify maps a handler's return value to an outcome and a delay.
+// faultDelay is how long a slot whose handler hit a database fault waits
+// before it is tried again.
+const faultDelay = time.Second
+
+// classify maps a handler's return value to an outcome and a delay. A
+// handler that failed because of a database fault (a lost connection, a
+// restarting server, a serialization failure: see retry.Transient) did not
+// fail at its work: the slot is snoozed for faultDelay, not counted as a
+// failure, so a fault can neither park a slot nor make it back off for an
+// hour.
 func (q *Queue) classify(s Slot, err error) (Outcome, time.Duration, error) {
 	var skip *SkipError
 	var snooze *SnoozeError
@@ -321,6 +474,8 @@ func (q *Queue) classify(s Slot, err error) (Outcome, time.Duration, error) {
 		return Skipped, 0, err
 	case errors.As(err, &snooze):
 		return Snoozed, max(snooze.After, 0), err
+	case !errors.Is(err, errMaxWork) && retry.Transient(context.Background(), err):
+		return Snoozed, faultDelay, err
 	}
 	failures := s.FailCount + 1
 	if q.opts.MaxAttempts > 0 && failures >= q.opts.MaxAttempts {
@@ -384,14 +539,12 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 // negative: parked) and checkpoint data (nil: keep).
 func outcomeColumns(r Result) (status string, failCount int, message *string, delay *int64, data *string, err error) {
 	us := func(d time.Duration) *int64 { v := d.Microseconds(); return &v }
-	// A handler's error text can be anything: without passwords, valid
-	// UTF-8 without NUL and bounded, the write that records it cannot fail.
-	text := func(s string) *string {
-		s = safetext.Head(redact.String(s), maxMessage)
-		return &s
-	}
+	text := func(s string) *string { s = boundText(s); return &s }
 	switch r.Outcome {
 	case Completed:
+		if r.Overrun > 0 {
+			return "COMPLETE", 0, text(fmt.Sprintf("completed %s after its MaxWork had passed", r.Overrun.Round(time.Millisecond))), nil, nil, nil
+		}
 		return "COMPLETE", 0, nil, nil, nil, nil
 	case Skipped:
 		var skip *SkipError
@@ -402,6 +555,11 @@ func outcomeColumns(r Result) (status string, failCount int, message *string, de
 		}
 		return "SKIP", -1, text(reason), nil, nil, nil
 	case Snoozed:
+		var snooze *SnoozeError
+		if !errors.As(r.Err, &snooze) && r.Err != nil {
+			// A database fault: say so on the slot.
+			return "AVAILABLE", -1, text("retrying after a database fault: " + r.Err.Error()), us(r.Delay), nil, nil
+		}
 		return "AVAILABLE", -1, nil, us(r.Delay), r.saved, nil
 	case Failed:
 		return "AVAILABLE", r.Slot.FailCount + 1, text(r.Err.Error()), us(r.Delay), nil, nil
@@ -411,6 +569,12 @@ func outcomeColumns(r Result) (status string, failCount int, message *string, de
 	}
 	return "", 0, nil, nil, nil, fmt.Errorf("acquire: no columns for outcome %q", r.Outcome)
 }
+
+// boundText returns s as it can be stored as a slot's message: passwords
+// redacted, valid UTF-8 without NUL or other control characters but
+// newline and tab, at most maxMessage bytes. A handler's error text can be
+// anything; the write that records it must not fail because of it.
+func boundText(s string) string { return safetext.Head(redact.String(s), maxMessage) }
 
 // snoozeData marshals the checkpoint a snooze carries, if any.
 func snoozeData(err error) (*string, error) {
@@ -426,25 +590,30 @@ func snoozeData(err error) (*string, error) {
 	return &text, nil
 }
 
-// recordTimeouts handles a batch whose connection died. Nothing of it can
-// commit, and every result is Abandoned, except the failures of handlers
-// that overran MaxWork: cancelling their statements may itself have closed
-// the connection (pgx's default on cancellation), and a slot that always
-// overruns must still count its failures and back off instead of running
-// again at once for ever. Those are recorded in a new transaction, guarded
-// by the fence the slot had when this batch took it and skipped if another
-// worker holds the slot by now (or takes it within two seconds).
-func (q *Queue) recordTimeouts(ctx context.Context, results []Result, cause error) ([]Result, error) {
-	var err error
+// recordOutOfBand records what it can of a batch whose transaction was
+// lost (cause): nothing of it committed, so every result is Abandoned (the
+// slot is acquirable again, the handler's writes rolled back), except the
+// failures. Those are recorded in a new transaction, so that a slot that
+// keeps failing (or keeps losing its connection while it fails) counts its
+// failures, backs off and parks instead of running again at once for ever.
+// Each write is guarded by the fence the slot had when the batch took it
+// and skipped if another worker holds the slot by now (or takes it within
+// two seconds). It returns an error when anything was left unrecorded.
+func (q *Queue) recordOutOfBand(ctx context.Context, results []Result, cause error) ([]Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, outOfBandTimeout)
+	defer cancel()
+	var unrecorded error
 	for i, r := range results {
-		if !r.timedOut || (r.Outcome != Failed && r.Outcome != Parked) {
-			results[i].Outcome, results[i].Err = Abandoned, cause
-			err = cause
+		if r.Outcome != Failed && r.Outcome != Parked {
+			if r.Outcome != Abandoned {
+				results[i].Outcome, results[i].Err = Abandoned, cause
+			}
+			unrecorded = cause
 			continue
 		}
 		_, failCount, message, delay, _, _ := outcomeColumns(r)
 		var affected int64
-		werr := q.write(ctx, func(b *pgx.Batch) {
+		_, werr := q.write(ctx, func(b *pgx.Batch) {
 			b.Queue(`SELECT set_config('lock_timeout', '2s', true)`)
 			b.Queue(q.sql.failOutOfBand, q.name, q.interval, r.Slot.Start, r.Slot.heldFence, r.Slot.Fence,
 				r.Slot.Attempt, failCount, message, delay).Exec(func(tag pgconn.CommandTag) error {
@@ -453,11 +622,29 @@ func (q *Queue) recordTimeouts(ctx context.Context, results []Result, cause erro
 			})
 		})
 		if werr != nil || affected == 0 {
+			q.opts.Logger.Warn("almanac: recording a failure after the slot's transaction was lost failed",
+				"series", q.name, "interval", q.interval, "slot", r.Slot.Slot.String(), "fence", r.Slot.Fence, "error", werr)
 			results[i].Outcome, results[i].Err = Abandoned, cause
-			err = cause
+			unrecorded = cause
 		}
 	}
-	return results, err
+	if unrecorded != nil {
+		return results, fmt.Errorf("acquire: %w", unrecorded)
+	}
+	return results, nil
+}
+
+// asFailures turns every outcome of a batch whose transaction cannot commit
+// for a reason that would recur into a failure carrying that reason.
+func asFailures(q *Queue, results []Result, cause error) []Result {
+	for i, r := range results {
+		if r.Outcome == Abandoned || r.Outcome == Failed || r.Outcome == Parked {
+			continue
+		}
+		err := fmt.Errorf("acquire: recording the outcome %q failed: %w", r.Outcome, cause)
+		results[i].Outcome, results[i].Delay, results[i].Err = q.classify(r.Slot, err)
+	}
+	return results
 }
 
 // abandon marks every result as not recorded because of cause.
@@ -466,11 +653,4 @@ func abandon(results []Result, cause error) []Result {
 		results[i].Outcome, results[i].Err = Abandoned, cause
 	}
 	return results
-}
-
-// isRetryable reports the errors after which repeating a statement is the
-// right answer: serialization failures and deadlocks.
-func isRetryable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }

@@ -574,7 +574,7 @@ func TestTimeoutRecordedOutOfBand(t *testing.T) {
 		s.Start = start
 		return Result{Slot: s, Outcome: Failed, Err: errors.New("overran"), Delay: time.Hour, timedOut: true}
 	}
-	results, err := q.recordTimeouts(ctx, []Result{timedOut(live.Start, live.Fence), timedOut(f.slotStart(1), 0)}, ErrConnectionLost)
+	results, err := q.recordOutOfBand(ctx, []Result{timedOut(live.Start, live.Fence), timedOut(f.slotStart(1), 0)}, ErrConnectionLost)
 	require.ErrorIs(t, err, ErrConnectionLost)
 	require.Equal(t, Abandoned, results[0].Outcome, "a live lease is left alone")
 	require.Equal(t, Failed, results[1].Outcome, "an acquirable slot gets its failure")

@@ -80,6 +80,11 @@ type Result struct {
 	Err      error
 	Delay    time.Duration // until the slot is acquirable again, for Snoozed and Failed
 	Duration time.Duration // the handler's running time
+	// Overrun is how long past Options.MaxWork a locked-mode handler that
+	// returned nil ran: its slot is completed all the same (its transaction,
+	// and so its lock, lasted the whole time), and the overrun is written in
+	// the slot's message.
+	Overrun time.Duration
 
 	saved    *string // checkpoint to store, as JSON
 	timedOut bool    // the handler overran MaxWork

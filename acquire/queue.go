@@ -44,10 +44,22 @@ type Options struct {
 	// NewestFirst acquires the latest slot first (for freshness) instead of
 	// the oldest (for completeness, the default).
 	NewestFirst bool
+	// Lag is how long after its end a slot becomes due: an AVAILABLE slot is
+	// acquired only once slot_end + Lag has passed on the database clock,
+	// whatever the worker's clock says. Default 0: as soon as it ends. A
+	// negative Lag lets slots be acquired before they end (work that does
+	// not wait for its interval to be over), by that much.
+	Lag time.Duration
 
 	// MaxWork bounds one handler run in locked mode: its context gets this
-	// deadline, and a run past it is recorded as a failure. Default 5 min.
-	// Work that may take longer belongs in lease mode.
+	// deadline. A handler that then returns an error fails with "handler
+	// exceeded MaxWork"; one that returns nil is completed all the same
+	// (its transaction, and so its lock, lasted the whole time, so the slot
+	// was never anyone else's), with the overrun written in the slot's
+	// message and Result.Overrun; one that has not returned a quarter of a
+	// second after the deadline is given up on: its transaction is closed
+	// and the failure recorded. Default 5 min. Work that may take longer
+	// belongs in lease mode.
 	MaxWork time.Duration
 	// DeadMan is the locked-mode dead-man switch: the transaction sets
 	// idle_in_transaction_session_timeout to it, and the worker pings its
@@ -59,6 +71,13 @@ type Options struct {
 	DeadMan time.Duration
 	// LeaseTTL is how long a lease lasts without a heartbeat. Default 30 s.
 	LeaseTTL time.Duration
+	// StopBefore is how long before its lease could expire a lease holder
+	// that cannot renew it (the database is unreachable) gives the lease
+	// up, so that its work has stopped by the time another worker may take
+	// the slot over: at least the time the work needs to stop. See
+	// Lease.Deadline. Default LeaseTTL/10; it must be less than
+	// LeaseTTL/2, so that a lease survives one failed heartbeat.
+	StopBefore time.Duration
 
 	// Retry maps a failure to a delay or to giving up. Default DefaultRetry.
 	Retry RetryPolicy
@@ -116,6 +135,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	opts.DeadMan = max(opts.DeadMan, time.Second)
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.StopBefore <= 0 {
+		opts.StopBefore = opts.LeaseTTL / 10
+	}
+	if opts.StopBefore >= opts.LeaseTTL/2 {
+		return nil, fmt.Errorf("%w: StopBefore %s must be less than half of LeaseTTL %s", slot.ErrInvalid, opts.StopBefore, opts.LeaseTTL)
 	}
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry

@@ -6,6 +6,13 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
+// Slot statuses, as stored in the status column.
+const (
+	statusAvailable = "AVAILABLE"
+	statusComplete  = "COMPLETE"
+	statusSkip      = "SKIP"
+)
+
 // Slot is what a handler sees of the slot it holds.
 type Slot struct {
 	// Slot holds the bounds: Start, End (in the series' zone), Interval and

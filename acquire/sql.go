@@ -3,6 +3,7 @@ package acquire
 import (
 	"strings"
 
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
@@ -22,6 +23,7 @@ type statements struct {
 	snooze,
 	release,
 	checkpoint,
+	landed,
 	eject,
 	failOutOfBand string
 }
@@ -29,7 +31,11 @@ type statements struct {
 // candidates selects up to $3 acquirable slots of the series in [$4, $5)
 // and locks them, skipping rows other workers hold: first ACQUIRED slots
 // whose lease expired (their holder is presumed dead, and they have waited
-// longest), then AVAILABLE slots that are not in backoff, in slot order. The
+// longest), then AVAILABLE slots that are due and not in backoff, in slot
+// order. A slot is due once slot_end + lag has passed on the database
+// clock, whatever the worker's clock says; {{lag}} is the parameter holding
+// the lag in microseconds. (slot_start < now - lag is implied, and stated
+// so that a newest-first scan of the index starts at the due slots.) The
 // status test sits in the statement that locks the row, so a slot completed
 // meanwhile is never acquired again: under READ COMMITTED the locked row is
 // re-checked against the WHERE clause. The second LIMIT subtracts what the
@@ -51,6 +57,8 @@ available AS (
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
       AND (not_before IS NULL OR not_before <= clock_timestamp())
       AND slot_start >= $4 AND slot_start < $5
+      AND slot_start < clock_timestamp() - {{lag}} * interval '1 microsecond'
+      AND slot_end <= clock_timestamp() - {{lag}} * interval '1 microsecond'
     ORDER BY slot_start {{order}}
     LIMIT $3 - (SELECT count(*) FROM expired)
     FOR NO KEY UPDATE SKIP LOCKED
@@ -83,6 +91,9 @@ func renderStatements(schema string, newestFirst bool) statements {
 		sql = strings.ReplaceAll(sql, "%[1]s", "v.delay_us")
 		return sqlschema.Render(sql, schema)
 	}
+	// withLag names the parameter that holds the lag of a statement built
+	// on candidates.
+	withLag := func(param, sql string) string { return strings.ReplaceAll(r(sql), "{{lag}}", param) }
 	return statements{
 		// One round trip sets everything the transaction relies on, whatever
 		// the role's defaults: READ COMMITTED (the status re-check above
@@ -98,8 +109,12 @@ SET LOCAL tcp_keepalives_interval = %d;
 SET LOCAL tcp_keepalives_count = 3;
 SET LOCAL tcp_user_timeout = %d`,
 
-		selectLocked: r(`WITH {{candidates}}
-SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), held_fence
+		// The transaction id comes with the slots (locking rows gave the
+		// transaction one already): if the connection is lost during
+		// COMMIT, it tells whether the outcomes committed.
+		selectLocked: withLag("$6", `WITH {{candidates}}
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), held_fence,
+    `+retry.CurrentXact+`
 FROM picked ORDER BY slot_start {{order}}`),
 
 		// The one write of a locked-mode run: every outcome of the batch in
@@ -116,7 +131,7 @@ FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $
     AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data)
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start`),
 
-		claim: r(`WITH {{candidates}}
+		claim: withLag("$8", `WITH {{candidates}}
 UPDATE {{schema}}.slot AS s SET
     status = 'ACQUIRED', owner = $6, fence = nextval('{{schema}}.fence_seq'),
     lease_until = clock_timestamp() + $7 * interval '1 microsecond',
@@ -173,7 +188,7 @@ WHERE {{guard}}`),
 WHERE {{guard}}`),
 
 		snooze: r(`UPDATE {{schema}}.slot AS s SET
-    status = 'AVAILABLE', owner = NULL, lease_until = NULL, data = coalesce($7, s.data),
+    status = 'AVAILABLE', owner = NULL, lease_until = NULL, data = coalesce($7, s.data), message = coalesce($8::text, s.message),
     not_before = {{not_before}}, updated_at = clock_timestamp()
 FROM (SELECT $6::bigint AS delay_us) AS v
 WHERE {{guard}}`),
@@ -181,6 +196,12 @@ WHERE {{guard}}`),
 		release: r(`UPDATE {{schema}}.slot SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, updated_at = clock_timestamp()
 WHERE {{guard}}`),
+
+		// Which of the slots $3 (with fences $4) are in status $5 with
+		// those fences and no holder: the final writes that committed.
+		landed: r(`SELECT s.slot_start FROM {{schema}}.slot AS s
+JOIN unnest($3::timestamptz[], $4::bigint[]) AS v(slot_start, fence) USING (slot_start)
+WHERE s.name = $1 AND s."interval" = $2 AND s.fence = v.fence AND s.status = $5 AND s.owner IS NULL`),
 
 		checkpoint: r(`UPDATE {{schema}}.slot SET data = $6, updated_at = clock_timestamp() WHERE {{guard}}`),
 

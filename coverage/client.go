@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/slot"
@@ -154,22 +155,41 @@ func (c *Client) inSnapshot(ctx context.Context, fn func(pgx.Tx) error) error {
 	return c.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, readSettings, true, fn)
 }
 
+// runTx runs fn in a transaction with opts and settings, and commits, or
+// rolls back when fn fails or rollback is set (a dry run, a read). The
+// whole transaction is repeated after a transient fault, so fn must not
+// accumulate anything across calls. A COMMIT whose connection is lost is
+// not repeated blindly: the transaction's id tells whether it committed.
 func (c *Client) runTx(ctx context.Context, opts pgx.TxOptions, settings string, rollback bool, fn func(pgx.Tx) error) error {
-	tx, err := c.db.BeginTx(ctx, opts)
-	if err != nil {
+	return retry.Do(ctx, func(ctx context.Context) error {
+		tx, err := c.db.BeginTx(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		if _, err := tx.Exec(ctx, settings); err != nil {
+			return err
+		}
+		var xid int64
+		if !rollback {
+			if err := tx.QueryRow(ctx, `SELECT `+retry.CurrentXact).Scan(&xid); err != nil {
+				return err
+			}
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if rollback {
+			return tx.Rollback(ctx)
+		}
+		err = tx.Commit(ctx)
+		if err != nil && retry.MayHaveCommitted(ctx, err) {
+			if committed, cerr := retry.Committed(ctx, c.db, xid); cerr == nil && committed {
+				return nil
+			}
+		}
 		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, settings); err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if rollback {
-		return tx.Rollback(ctx)
-	}
-	return tx.Commit(ctx)
+	})
 }
 
 // lockSeries serializes the writers that insert slots of this series

@@ -97,20 +97,22 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts ReopenOpti
 	}
 	var res ReopenResult
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
-		return c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
-			var n int64
-			var h heldScan
+		var n int64
+		var h heldScan
+		err := c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
+			h = heldScan{}
 			args := append([]any{c.name, c.interval, p.lo, p.hi, states, opts.Parked}, reasonArg...)
 			if err := scanRow(tx.QueryRow(ctx, sql, args...), &h, &n); err != nil {
 				return err
 			}
-			res.Reopened += n
-			res.Held = h.appendTo(res.Held, c.grid.Location())
-			if last && !opts.DryRun && res.Reopened > 0 {
+			if last && !opts.DryRun && res.Reopened+n > 0 {
 				return wake.Notify(ctx, tx, c.schema, wake.Event{Name: c.name, Interval: c.interval, Reason: "reopen"})
 			}
 			return nil
 		})
+		res.Reopened += n
+		res.Held = h.appendTo(res.Held, c.grid.Location())
+		return err
 	})
 	return res, err
 }

@@ -49,20 +49,25 @@ func (c *Client) Retry(ctx context.Context, from, to time.Time, opts RetryOption
 	}
 	var res RetryResult
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
-		return c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
-			var n, unparked int64
-			var h heldScan
+		var n, unparked int64
+		var h heldScan
+		err := c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
+			h = heldScan{}
 			if err := scanRow(tx.QueryRow(ctx, sql, c.name, c.interval, p.lo, p.hi), &h, &n, &unparked); err != nil {
 				return err
 			}
-			res.Retried += n
-			res.Unparked += unparked
-			res.Held = h.appendTo(res.Held, c.grid.Location())
-			if last && !opts.DryRun && res.Retried > 0 {
+			if last && !opts.DryRun && res.Retried+n > 0 {
 				return wake.Notify(ctx, tx, c.schema, wake.Event{Name: c.name, Interval: c.interval, Reason: "retry"})
 			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		res.Retried += n
+		res.Unparked += unparked
+		res.Held = h.appendTo(res.Held, c.grid.Location())
+		return nil
 	})
 	return res, err
 }

@@ -70,6 +70,7 @@ func (c *Client) Skip(ctx context.Context, from, to time.Time, opts SkipOptions)
 		err := withConflictRetry(func(ignoreConflicts bool) error {
 			chunk = SkipResult{}
 			return c.inTx(ctx, writeSettings, opts.DryRun, func(tx pgx.Tx) error {
+				chunk = SkipResult{}
 				return c.skipChunk(ctx, tx, sql, reasonArg, p, reason, opts.DryRun, ignoreConflicts, &chunk)
 			})
 		})

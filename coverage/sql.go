@@ -101,10 +101,10 @@ const reopenUpdate = `UPDATE {{schema}}.slot s SET status = 'AVAILABLE', message
 	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
 	RETURNING 1`
 
-// retry clears the backoff of the rows of [$3, $4) that are in backoff or
+// retrySQL clears the backoff of the rows of [$3, $4) that are in backoff or
 // parked, and the failure count of parked ones, so the retry policy starts
 // afresh for them.
-const retry = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
+const retrySQL = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
 candidate AS (
 	SELECT s.slot_start, s.slot_end, s.status, s.owner, s.lease_until
 	FROM {{schema}}.slot s, now_
@@ -189,8 +189,8 @@ func renderStatements(schema string) statements {
 		insertRunsOrIgnore:  r(insertRuns + ` ON CONFLICT DO NOTHING`),
 		reopen:              r(withChanged(reopen, reopenUpdate)),
 		reopenDry:           r(withChanged(reopen, `SELECT 1 FROM target`)),
-		retry:               r(withChanged(retry, retryUpdate)),
-		retryDry:            r(withChanged(retry, `SELECT l.not_before = 'infinity' AS unparked FROM locked l`)),
+		retry:               r(withChanged(retrySQL, retryUpdate)),
+		retryDry:            r(withChanged(retrySQL, `SELECT l.not_before = 'infinity' AS unparked FROM locked l`)),
 		skip:                r(withChanged(skip, skipUpdate)),
 		skipDry:             r(withChanged(skip, `SELECT 1 FROM locked`)),
 		counts:              r(counts),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -42,8 +43,10 @@ func (c *Client) Counts(ctx context.Context, from, to time.Time) (Counts, error)
 	}
 	var n Counts
 	var oldest, last pgtype.Timestamptz
-	err = c.db.QueryRow(ctx, c.sql.counts, c.name, c.interval, from, to).Scan(
-		&n.Complete, &n.Skip, &n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &oldest, &last)
+	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, c.sql.counts, c.name, c.interval, from, to).Scan(
+			&n.Complete, &n.Skip, &n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &oldest, &last)
+	})
 	if err != nil {
 		return Counts{}, err
 	}
@@ -101,7 +104,10 @@ func (c *Client) Status(ctx context.Context, from, to time.Time) (Status, error)
 // one's end on the grid; ok is false when the series has no slots.
 func (c *Client) Extent(ctx context.Context) (from, to time.Time, ok bool, err error) {
 	var first, last pgtype.Timestamptz
-	if err := c.db.QueryRow(ctx, c.sql.extent, c.name, c.interval).Scan(&first, &last); err != nil {
+	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, c.sql.extent, c.name, c.interval).Scan(&first, &last)
+	})
+	if err != nil {
 		return time.Time{}, time.Time{}, false, err
 	}
 	if !first.Valid {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
@@ -283,12 +284,16 @@ func Status(ctx context.Context, db DB, schema string) ([]State, error) {
 	if err := sqlschema.Check(schema); err != nil {
 		return nil, err
 	}
-	tx, err := db.BeginTx(ctx, txOptions)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-	have, err := appliedVersions(ctx, tx, schema)
+	var have map[int]time.Time
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		tx, err := db.BeginTx(ctx, txOptions)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+		have, err = appliedVersions(ctx, tx, schema)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -346,8 +351,19 @@ func appliedVersions(ctx context.Context, tx pgx.Tx, schema string) (map[int]tim
 // inLockedTx runs fn in a transaction holding the schema's migration lock,
 // committing when fn returns true and rolling back otherwise. Role settings
 // such as a short statement_timeout must not break a migration, so they are
-// overridden for the transaction.
+// overridden for the transaction. The transaction is repeated after a
+// transient fault: fn re-reads the applied versions under the lock, so a
+// step that did commit is not applied twice.
 func inLockedTx(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (bool, error)) (bool, error) {
+	var changed bool
+	err := retry.Do(ctx, func(ctx context.Context) (err error) {
+		changed, err = inLockedTxOnce(ctx, db, schema, fn)
+		return err
+	})
+	return changed, err
+}
+
+func inLockedTxOnce(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (bool, error)) (bool, error) {
 	tx, err := db.BeginTx(ctx, txOptions)
 	if err != nil {
 		return false, err

@@ -59,46 +59,101 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = kept
 }
 
-// TestTriggerWithInjectedClock drives a running scheduler with a fake clock:
-// each five-minute window is materialized and run one minute after it ends,
-// and not before, without waiting for real minutes.
-func TestTriggerWithInjectedClock(t *testing.T) {
-	db := pgtest.New(t)
-	g := series(t, "clocked", "PT5M")
-	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	clock := &fakeClock{now: start.Add(6 * time.Minute)} // 10:06: [10:00, 10:05) is due
-	var mu sync.Mutex
-	var ran []string
-	s := New(db.Pool, Options{Schema: db.Schema, Clock: clock, PollInterval: time.Hour, SweepInterval: 24 * time.Hour})
-	require.NoError(t, s.Add(Job{Series: g, Lag: time.Minute, Start: start,
-		Handler: func(_ context.Context, _ pgx.Tx, sl acquire.Slot) error {
-			mu.Lock()
-			ran = append(ran, sl.Slot.String())
-			mu.Unlock()
-			return nil
-		}}))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	ranSoFar := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), ran...)
+// offsetClock is the system clock shifted by a constant: a host whose clock
+// is wrong.
+type offsetClock struct{ by time.Duration }
+
+func (c offsetClock) Now() time.Time                         { return time.Now().Add(c.by) }
+func (c offsetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// dbNow reads the database clock.
+func dbNow(t *testing.T, db *pgtest.DB) time.Time {
+	t.Helper()
+	var now time.Time
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now))
+	return now
+}
+
+// waitForDB waits until the database clock reaches at.
+func waitForDB(t *testing.T, db *pgtest.DB, at time.Time) {
+	t.Helper()
+	for {
+		now := dbNow(t, db)
+		if !now.Before(at) {
+			return
+		}
+		time.Sleep(min(at.Sub(now), 50*time.Millisecond))
 	}
-	require.Eventually(t, func() bool { return len(ranSoFar()) == 1 }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, []string{"2026-03-01T10:00:00Z/PT5M"}, ranSoFar())
+}
 
-	clock.Advance(4*time.Minute + 59*time.Second) // 10:10:59: [10:05, 10:10) is not due yet
-	time.Sleep(200 * time.Millisecond)
-	require.Len(t, ranSoFar(), 1, "not run before slot_end + lag")
-	require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE slot_start = '2026-03-01T10:05:00Z'`))
+// runScheduler runs s in the background until the returned stop is called.
+func runScheduler(t *testing.T, s *Scheduler) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() {
+		cancel()
+		require.NoError(t, <-done)
+	}
+}
 
-	clock.Advance(time.Second) // 10:11
-	require.Eventually(t, func() bool { return len(ranSoFar()) == 2 }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, "2026-03-01T10:05:00Z/PT5M", ranSoFar()[1])
+// TestDueOnTheDatabaseClock: what is due is decided by the database clock;
+// the scheduler's own clock only times its waits. Workers whose clocks are
+// an hour ahead or an hour behind run every slot once it is due on the
+// database clock: nothing early, nothing missed.
+func TestDueOnTheDatabaseClock(t *testing.T) {
+	const lag = 300 * time.Millisecond
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			db := pgtest.New(t)
+			g := series(t, "skewed", "PT1S")
+			first, err := g.Floor(dbNow(t, db))
+			require.NoError(t, err)
+			s := New(db.Pool, Options{Schema: db.Schema, Clock: offsetClock{skew}, PollInterval: time.Hour, SweepInterval: 24 * time.Hour})
+			require.NoError(t, s.Add(Job{Series: g, Lag: lag, Start: first.Start,
+				Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
+			stop := runScheduler(t, s)
+			defer stop()
 
-	clock.Advance(10 * time.Minute) // 10:21: two more windows due at once
-	require.Eventually(t, func() bool { return len(ranSoFar()) == 4 }, 10*time.Second, 10*time.Millisecond)
-	cancel()
-	require.NoError(t, <-done)
+			// Every slot due by checkpoint runs: nothing is missed.
+			checkpoint := first.Start.Add(3*time.Second + lag)
+			waitForDB(t, db, checkpoint)
+			require.Eventually(t, func() bool {
+				return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' AND slot_end + $1 * interval '1 microsecond' <= $2`,
+					lag.Microseconds(), checkpoint) == 3
+			}, time.Minute, 20*time.Millisecond, "every slot due on the database clock runs")
+			// Nothing early: no slot ran, or even exists, before it was due.
+			require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE completed_at < slot_end + $1 * interval '1 microsecond'`, lag.Microseconds()))
+			require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE slot_end + $1 * interval '1 microsecond' > clock_timestamp()`, lag.Microseconds()))
+		})
+	}
+}
+
+// TestTriggerSleepsOnItsClock drives a running scheduler with a fake clock:
+// the scheduler sleeps on it between triggers, so a slot that became due on
+// the database clock meanwhile waits for the trigger, and runs as soon as
+// the clock moves; the fake clock's date, years off, does not matter.
+func TestTriggerSleepsOnItsClock(t *testing.T) {
+	db := pgtest.New(t)
+	g := series(t, "clocked", "PT1S")
+	const lag = 200 * time.Millisecond
+	first, err := g.Floor(dbNow(t, db))
+	require.NoError(t, err)
+	clock := &fakeClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := New(db.Pool, Options{Schema: db.Schema, Clock: clock, PollInterval: time.Hour, SweepInterval: 24 * time.Hour})
+	require.NoError(t, s.Add(Job{Series: g, Lag: lag, Start: first.Start,
+		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
+	stop := runScheduler(t, s)
+	defer stop()
+
+	// Asleep until the first slot is due: it waits for the clock.
+	second := first.End.Add(time.Second + lag)
+	waitForDB(t, db, second)
+	require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`), "nothing runs while the scheduler sleeps")
+	clock.Advance(time.Hour)
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) >= 2
+	}, time.Minute, 10*time.Millisecond, "the due slots run once the trigger fires")
+	require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE completed_at < slot_end + $1 * interval '1 microsecond'`, lag.Microseconds()))
 }

@@ -91,10 +91,19 @@ type Job struct {
 	// one slow job cannot keep another's slots waiting.
 	Priority int
 
-	// Queue configures acquisition: MaxWork, DeadMan, LeaseTTL, Retry,
-	// MaxAttempts, NewestFirst, From/To. Schema and Logger come from the
-	// scheduler's options.
+	// Queue configures acquisition: MaxWork, DeadMan, LeaseTTL, StopBefore,
+	// Retry, MaxAttempts, NewestFirst, From/To (default: Start and End).
+	// Schema and Logger come from the scheduler's options, Lag from the
+	// job's.
 	Queue acquire.Options
+}
+
+// leaseTTL is the lease length of the job's queue.
+func (j *Job) leaseTTL() time.Duration {
+	if j.Queue.LeaseTTL > 0 {
+		return j.Queue.LeaseTTL
+	}
+	return acquire.DefaultLeaseTTL
 }
 
 func (j *Job) validate() error {

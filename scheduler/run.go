@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -104,53 +105,6 @@ func (s *Scheduler) run(ctx context.Context) {
 	background.Wait()
 }
 
-// Summary counts the outcomes of RunOnce.
-type Summary map[acquire.Outcome]int
-
-// Failed reports whether any slot failed or was parked.
-func (s Summary) Failed() bool { return s[acquire.Failed]+s[acquire.Parked] > 0 }
-
-// RunOnce materializes what is due and works every acquirable slot of the
-// jobs, then returns what happened: the sidecar's --once. Slots in backoff
-// after a failure are not waited for. If ctx is done first, it shuts down as
-// Run does.
-func (s *Scheduler) RunOnce(ctx context.Context) (Summary, error) {
-	if err := s.prepare(ctx); err != nil {
-		return nil, err
-	}
-	var mu sync.Mutex
-	summary := Summary{}
-	onResult := s.opts.OnResult
-	s.opts.OnResult = func(r Result) {
-		mu.Lock()
-		summary[r.Outcome]++
-		mu.Unlock()
-		if onResult != nil {
-			onResult(r)
-		}
-	}
-	for _, j := range s.jobs {
-		if err := s.materialize(ctx, j, j.start); err != nil {
-			return nil, err
-		}
-	}
-	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-	s.startCompleters()
-	defer s.stopCompleters()
-	var workers sync.WaitGroup
-	s.dispatch(ctx, work, &workers, true)
-	finished := make(chan struct{})
-	go func() { workers.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-s.opts.Clock.After(s.opts.ShutdownTimeout):
-		stopWork()
-		<-finished
-	}
-	return summary, ctx.Err()
-}
-
 func (s *Scheduler) startCompleters() {
 	for _, j := range s.jobs {
 		if j.Mode == Lease {
@@ -207,43 +161,57 @@ func (s *Scheduler) dispatch(ctx, work context.Context, workers *sync.WaitGroup,
 
 // unit does one unit of work for j and reports whether more may be waiting:
 // a slot in locked mode, a batch in LockedBatch mode, a lease in Lease mode.
+// An error (the database unreachable past the retries inside, an outcome
+// that could not be recorded) is logged and answered with a pause, then
+// more=true: a fault is never taken for the end of the work.
 func (s *Scheduler) unit(ctx context.Context, j *job) bool {
+	var err error
+	more := false
 	switch j.Mode {
 	case Locked:
-		res, ok, err := j.queue.Run(ctx, j.Handler)
-		if err != nil {
-			s.opts.Logger.Warn("almanac: acquisition failed", j.logArgs("error", err)...)
-		}
+		var res acquire.Result
+		var ok bool
+		res, ok, err = j.queue.Run(ctx, j.Handler)
 		if ok {
 			s.report(j, res)
 		}
-		return ok && err == nil
+		more = ok
 	case LockedBatch:
-		results, err := j.queue.RunBatch(ctx, j.Batch, j.Handler)
-		if err != nil {
-			s.opts.Logger.Warn("almanac: acquisition failed", j.logArgs("error", err)...)
-		}
+		var results []acquire.Result
+		results, err = j.queue.RunBatch(ctx, j.Batch, j.Handler)
 		for _, res := range results {
 			s.report(j, res)
 		}
 		// A full batch means there is probably more: fetch again at once.
-		return len(results) == j.Batch && err == nil
+		more = len(results) == j.Batch
 	default:
-		leases, err := j.queue.Claim(ctx, 1)
-		if err != nil {
-			s.opts.Logger.Warn("almanac: claim failed", j.logArgs("error", err)...)
-			return false
+		var leases []*acquire.Lease
+		leases, err = j.queue.Claim(ctx, 1)
+		if err == nil && len(leases) > 0 {
+			s.report(j, s.runLease(ctx, j, leases[0]))
+			more = true
 		}
-		if len(leases) == 0 {
-			return false
-		}
-		s.report(j, s.runLease(ctx, j, leases[0]))
-		return true
 	}
+	if err == nil || ctx.Err() != nil {
+		return more
+	}
+	s.opts.Logger.Warn("almanac: worker error; retrying", j.logArgs("error", err, "retry_in", s.errorPause())...)
+	select {
+	case <-ctx.Done():
+	case <-s.opts.Clock.After(s.errorPause()):
+	}
+	return true
 }
 
+// errorPause is how long a worker waits after an error before it looks for
+// work again.
+func (s *Scheduler) errorPause() time.Duration { return min(time.Second, s.opts.PollInterval) }
+
 // runLease runs the lease handler under a heartbeat and records its
-// outcome, unless the handler recorded one itself.
+// outcome, unless the handler recorded one itself. The outcome write is
+// repeated across lost connections (it is guarded by owner and fence, so
+// repeating it is safe) for up to a lease's length: an acknowledgment lost
+// with a connection must not make the slot run again when its lease expires.
 func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acquire.Result {
 	stop := j.queue.KeepAlive(ctx, []*acquire.Lease{l})
 	defer stop()
@@ -253,14 +221,22 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acqu
 	err := callLeaseHandler(hctx, j.LeaseHandler, l)
 	res := acquire.Result{Slot: l.Slot, Duration: time.Since(start), Err: err}
 	// Record the outcome even if the shutdown timeout cancelled ctx.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), j.leaseTTL())
 	defer rcancel()
 	var skip *acquire.SkipError
 	var snooze *acquire.SnoozeError
 	var werr error
 	switch {
 	case errors.Is(context.Cause(hctx), acquire.ErrLeaseLost):
-		res.Outcome, res.Err = acquire.Abandoned, acquire.ErrLeaseLost
+		res.Outcome, res.Err = acquire.Abandoned, context.Cause(hctx)
+		s.opts.Logger.Warn("almanac: lease lost; the handler was stopped", j.logArgs("slot", l.Slot.Slot.String(), "fence", l.Fence, "error", res.Err)...)
+		// A holder that gave its lease up because it could not renew it
+		// hands the slot back if the database is reachable again, so that
+		// another worker need not wait for the lease to expire. Guarded by
+		// the fence: a lease really lost is left alone.
+		gctx, gcancel := context.WithTimeout(rctx, 5*time.Second)
+		_ = l.Release(gctx)
+		gcancel()
 		return res
 	case err == nil:
 		res.Outcome = acquire.Completed
@@ -283,9 +259,9 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acqu
 	}
 	if werr != nil {
 		if res.Outcome != acquire.Abandoned {
-			res.Outcome, res.Err = acquire.Abandoned, werr
+			res.Outcome, res.Err = acquire.Abandoned, fmt.Errorf("recording the outcome failed: %w (the slot runs again once its lease expires)", werr)
 		}
-		s.opts.Logger.Warn("almanac: recording the outcome failed", j.logArgs("slot", l.Slot.Slot.String(), "error", werr)...)
+		s.opts.Logger.Error("almanac: recording the outcome failed", j.logArgs("slot", l.Slot.Slot.String(), "fence", l.Fence, "error", werr)...)
 	}
 	return res
 }
@@ -325,21 +301,29 @@ func (s *Scheduler) report(j *job, res acquire.Result) {
 
 // drive runs a job's trigger and sweep until ctx is done: a catch-up over
 // the whole range first, then newly due slots at every trigger, and the
-// look-back window every SweepInterval.
+// look-back window every SweepInterval. What is due, and when a trigger
+// fires, is reckoned on the database clock (read at every trigger); the
+// scheduler's Clock only times the waits in between, so a host whose clock
+// is wrong neither runs slots early nor misses them.
 func (s *Scheduler) drive(ctx context.Context, j *job) {
-	if err := s.materialize(ctx, j, j.start); err != nil && ctx.Err() == nil {
-		s.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
+	if now, err := s.dbNow(ctx); err == nil {
+		if err := s.materialize(ctx, j, j.start, now); err != nil && ctx.Err() == nil {
+			s.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
+		}
 	}
 	lastSweep := s.opts.Clock.Now()
-	for {
-		now := s.opts.Clock.Now()
+	for ctx.Err() == nil {
+		now, err := s.dbNow(ctx)
+		if err != nil {
+			continue // only when ctx is done: dbNow retries faults until then
+		}
 		next, err := j.trigger.next(now)
 		if err != nil {
 			s.opts.Logger.Error("almanac: trigger stopped", j.logArgs("error", err)...)
 			return
 		}
 		wait := next.Sub(now)
-		if sweep := lastSweep.Add(s.opts.SweepInterval).Sub(now); sweep < wait {
+		if sweep := lastSweep.Add(s.opts.SweepInterval).Sub(s.opts.Clock.Now()); sweep < wait {
 			wait = max(sweep, 0)
 		}
 		select {
@@ -347,9 +331,11 @@ func (s *Scheduler) drive(ctx context.Context, j *job) {
 			return
 		case <-s.opts.Clock.After(wait):
 		}
-		now = s.opts.Clock.Now()
+		if now, err = s.dbNow(ctx); err != nil {
+			return
+		}
 		from := now.Add(-j.LookBack)
-		if now.Sub(lastSweep) < s.opts.SweepInterval {
+		if s.opts.Clock.Now().Sub(lastSweep) < s.opts.SweepInterval {
 			// A trigger: materialize from where this process last got to.
 			s.mu.Lock()
 			if j.covered.After(from) {
@@ -357,9 +343,9 @@ func (s *Scheduler) drive(ctx context.Context, j *job) {
 			}
 			s.mu.Unlock()
 		} else {
-			lastSweep = now
+			lastSweep = s.opts.Clock.Now()
 		}
-		if err := s.materialize(ctx, j, from); err != nil && ctx.Err() == nil {
+		if err := s.materialize(ctx, j, from, now); err != nil && ctx.Err() == nil {
 			s.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
@@ -135,6 +136,14 @@ func (s *Scheduler) Add(j Job) error {
 	if j.Batch <= 0 {
 		j.Batch = DefaultBatch
 	}
+	// A range given on the queue bounds the job too: slots the job could
+	// never acquire are not materialized or waited for.
+	if j.Start.IsZero() {
+		j.Start = j.Queue.From
+	}
+	if j.End.IsZero() {
+		j.End = j.Queue.To
+	}
 	if j.LookBack <= 0 {
 		iv := j.Series.Interval()
 		mean := iv.Clock() + time.Duration(iv.Days())*24*time.Hour + time.Duration(iv.Months())*730*time.Hour
@@ -153,7 +162,9 @@ func (s *Scheduler) Add(j Job) error {
 }
 
 // prepare registers each job's series and opens its queue and coverage
-// client.
+// client. Transient faults (a lost connection, a restarting server) are
+// retried until ctx ends; anything else (a series registered with another
+// grid, a schema not migrated) is returned at once.
 func (s *Scheduler) prepare(ctx context.Context) error {
 	if len(s.jobs) == 0 {
 		return errors.New("scheduler: no jobs")
@@ -164,6 +175,7 @@ func (s *Scheduler) prepare(ctx context.Context) error {
 		}
 		qopts := j.Queue
 		qopts.Schema = s.opts.Schema
+		qopts.Lag = j.Lag
 		// Start and End bound what the job acquires, not only what it
 		// materializes: older open slots are not its work.
 		if qopts.From.IsZero() && !j.Start.IsZero() {
@@ -209,7 +221,11 @@ func (s *Scheduler) firstSlot(ctx context.Context, j *job) (time.Time, error) {
 	if ok {
 		return from, nil
 	}
-	due, err := dueTo(j.Series, j.Lag, s.opts.Clock.Now())
+	now, err := s.dbNow(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	due, err := dueTo(j.Series, j.Lag, now)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -220,11 +236,20 @@ func (s *Scheduler) firstSlot(ctx context.Context, j *job) (time.Time, error) {
 	return last.Start, nil
 }
 
+// dbNow reads the database clock, which decides what is due: hosts' clocks
+// are allowed to be wrong. Transient faults are retried until ctx ends.
+func (s *Scheduler) dbNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	})
+	return now, err
+}
+
 // materialize makes the due slots of [from, dueTo) exist, applying the
 // job's catch-up policy to the missing ones, and wakes the job's workers if
-// it wrote anything.
-func (s *Scheduler) materialize(ctx context.Context, j *job, from time.Time) error {
-	now := s.opts.Clock.Now()
+// it wrote anything. Due means due on the database clock, at now.
+func (s *Scheduler) materialize(ctx context.Context, j *job, from, now time.Time) error {
 	to, err := dueTo(j.Series, j.Lag, now)
 	if err != nil {
 		return err

@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
 	"github.com/almanacdev/almanac/slot"
@@ -60,12 +62,18 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, slot.ErrInvalid), errors.Is(err, sqlschema.ErrInvalid):
 		return exitUsage
-	case errors.Is(err, migrations.ErrNotMigrated), errors.As(err, new(*pgconn.ConnectError)), errors.As(err, new(*net.OpError)):
+	case errors.Is(err, migrations.ErrNotMigrated), errors.Is(err, retry.ErrUnavailable),
+		errors.As(err, new(*pgconn.ConnectError)), errors.As(err, new(*net.OpError)):
 		return exitUnavailable
 	default:
 		return exitProblem
 	}
 }
+
+// defaultRetryTimeout is how long a command keeps trying a database that is
+// unreachable, full or restarting before it gives up with exit status 3:
+// long enough for a restart or a failover, short enough for a script.
+const defaultRetryTimeout = 30 * time.Second
 
 // app holds the global flags and the streams of one invocation.
 type app struct {
@@ -82,7 +90,10 @@ type app struct {
 	// number of arguments): a usage error.
 	started  bool
 	pool     *pgxpool.Pool
-	poolSize int32 // connections the command needs; at least 8
+	poolSize int32 // connections the command needs; at least 2
+
+	// retryTimeout is the retry budget of the command's database calls.
+	retryTimeout time.Duration
 }
 
 // run executes the CLI with args and returns the process exit code.
@@ -148,6 +159,8 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+migrations.DefaultSchema+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
+	flags.DurationVar(&a.retryTimeout, "retry-timeout", defaultRetryTimeout,
+		"how long to keep trying while the database is unreachable, full or restarting, before exiting with status 3 (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
 		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(), a.runCommand(),
 		a.demoCommand(), a.benchCommand())
@@ -174,6 +187,19 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	if err := sqlschema.Check(a.schema); err != nil {
 		return usageError(fmt.Errorf("--schema: %w", err))
 	}
+	if !cmd.Flags().Changed("retry-timeout") {
+		if text := a.getenv("ALMANAC_RETRY_TIMEOUT"); text != "" {
+			d, err := time.ParseDuration(text)
+			if err != nil {
+				return usagef("ALMANAC_RETRY_TIMEOUT %q: expected a duration such as 30s", text)
+			}
+			a.retryTimeout = d
+		}
+	}
+	if a.retryTimeout <= 0 {
+		return usagef("--retry-timeout %s: expected a positive duration such as 30s", a.retryTimeout)
+	}
+	cmd.SetContext(retry.WithBudget(cmd.Context(), a.retryTimeout))
 	return nil
 }
 

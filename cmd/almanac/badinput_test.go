@@ -184,7 +184,7 @@ func TestBadInputBinary(t *testing.T) {
 		bad(`"a\tb"`, append([]string{"--schema", "a\tb", "skip", "sensor", "--interval", "PT5M", "--reason", "r"}, day...)...),
 
 		// The server is the problem.
-		{args: on("retry", "sensor", "PT5M", day...), env: []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=2"},
+		{args: on("retry", "sensor", "PT5M", day...), env: []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "ALMANAC_RETRY_TIMEOUT=200ms"},
 			code: exitUnavailable, want: "cannot reach the database"},
 	}
 	require.GreaterOrEqual(t, len(tests), 50)

@@ -88,7 +88,7 @@ func TestBenchBadInput(t *testing.T) {
 		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "%v: one line: %s", args, r.stderr)
 	}
-	r := cliEnv(t, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}, "bench", "--quick")
+	r := cliEnv(t, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", "ALMANAC_RETRY_TIMEOUT": "200ms"}, "bench", "--quick")
 	require.Equal(t, exitUnavailable, r.code, r.stderr)
 }
 

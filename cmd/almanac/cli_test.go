@@ -253,7 +253,7 @@ func TestBadInputExitsTwoAndWritesNothing(t *testing.T) {
 }
 
 func TestUnavailableExitsThree(t *testing.T) {
-	unreachable := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none?connect_timeout=2"}
+	unreachable := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "ALMANAC_RETRY_TIMEOUT": "200ms"}
 	for _, args := range [][]string{{"migrate", "up"}, {"migrate", "status"}, {"series", "list"},
 		{"series", "add", "x", "--interval", "PT5M"}} {
 		r := cliEnv(t, unreachable, args...)
@@ -289,10 +289,10 @@ func TestBinaryExitCodes(t *testing.T) {
 	}{
 		{[]string{"--help"}, "", 0},
 		{[]string{"series", "add", "x", "--interval", "P0D"}, "", 2},
-		{[]string{"migrate", "up"}, "DATABASE_URL=postgres://postgres@127.0.0.1:1/x?connect_timeout=2", 3},
+		{[]string{"migrate", "up"}, "DATABASE_URL=postgres://postgres@127.0.0.1:1/x?connect_timeout=2 ALMANAC_RETRY_TIMEOUT=200ms", 3},
 	} {
 		cmd := exec.Command(bin, tt.args...)
-		cmd.Env = append(os.Environ(), tt.env)
+		cmd.Env = append(os.Environ(), strings.Fields(tt.env)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()

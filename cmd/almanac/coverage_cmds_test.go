@@ -225,7 +225,7 @@ func TestCoverageBadInputExitsTwoAndWritesNothing(t *testing.T) {
 }
 
 func TestCoverageUnavailable(t *testing.T) {
-	unreachable := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none?connect_timeout=2"}
+	unreachable := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "ALMANAC_RETRY_TIMEOUT": "200ms"}
 	day := []string{"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z"}
 	for _, name := range []string{"materialize", "gaps", "status", "reopen", "retry", "skip"} {
 		args := append([]string{name, "sensor", "--interval", "PT5M", "--reason", "x"}, day...)

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/migrations"
 )
 
@@ -20,7 +22,10 @@ import (
 const connectTimeout = 5 * time.Second
 
 // connect opens the pool on the configured database and checks it answers.
-// An empty URL lets pgx read the libpq PG* variables, like psql does.
+// An empty URL lets pgx read the libpq PG* variables, like psql does. A
+// server that is unreachable, full or starting up is tried again for the
+// retry budget (--retry-timeout) before the command gives up with exit 3;
+// one that refuses the login gives up at once. The message names the cause.
 func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if a.pool != nil {
 		return a.pool, nil
@@ -33,17 +38,17 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
-	cfg.MaxConns = max(8, a.poolSize)
+	cfg.MaxConns = max(2, a.poolSize)
 	acquire.ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
-		err = pool.Ping(ctx)
+		err = retry.Do(ctx, pool.Ping)
 		if err != nil {
 			pool.Close()
 		}
 	}
 	if err != nil {
-		return nil, unavailableError(fmt.Errorf("cannot reach the database %s (from %s): %s; start PostgreSQL or point --database-url or DATABASE_URL at it",
+		return nil, unavailableError(fmt.Errorf("cannot reach the database %s (from %s): %s",
 			describeTarget(cfg.ConnConfig.Config), a.urlFrom, connectCause(err)))
 	}
 	a.pool = pool
@@ -67,19 +72,30 @@ func describeTarget(cfg pgconn.Config) string {
 	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }
 
-// connectCause keeps the useful part of a connection error: pgx's text
-// repeats the address and wraps several layers.
+// connectCause says why a connection failed and what to do, keeping the
+// useful part of the error: pgx's text repeats the address and wraps
+// several layers.
 func connectCause(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "53300":
+			return "the server is full (" + pgErr.Message + "); raise max_connections, or lower the connections other clients and --workers use"
+		case pgErr.Code == "57P03":
+			return "the server is starting up, shutting down or in recovery (" + pgErr.Message + "); retry once it is up"
+		case strings.HasPrefix(pgErr.Code, "28"):
+			return "the login was refused (" + pgErr.Message + "); check the user and password in --database-url, DATABASE_URL or PGUSER/PGPASSWORD"
+		case pgErr.Code == "3D000":
+			return pgErr.Message + "; create it or fix the database name"
+		}
 		return pgErr.Message
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Err != nil {
-		return opErr.Err.Error()
+		return opErr.Err.Error() + "; start PostgreSQL or point --database-url or DATABASE_URL at it"
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out"
+		return "timed out; check that the server is up and reachable"
 	}
 	return err.Error()
 }

@@ -70,9 +70,11 @@ SIGTERM or SIGINT stops acquiring, lets running commands finish within
 second signal kills the running commands and exits at once (status 130);
 their leases expire and other processes redo those slots.
 
-With --once: materialize what is due (only slots in [--from, --to) when
-given), run every acquirable slot, and exit 0 if all of them completed or
-were skipped, 1 if any failed.`,
+With --once: materialize what is due, run the slots in range (--from/--to, else
+from the earliest stored slot to the last due one), waiting for slots other
+processes hold and riding out database faults, then exit 0 if every slot in
+range is complete or skipped, and 1 (saying how many are left and why) if any
+failed, is parked, or was still running elsewhere when a signal stopped it.`,
 		Example: `  almanac run sensor_report --interval PT5M --lag PT1M -- ./report.sh
   almanac run billing --interval P1D --tz Europe/Berlin --schedule 'CRON_TZ=Europe/Berlin 30 2 * * *' --workers 2 --env BILLING_API_URL -- ./bill
   almanac run backfill --interval P1D --from 2026-01-01 --to 2026-01-08 --once --workers 4 --timeout PT10M -- python3 fill.py`,
@@ -197,9 +199,11 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 		return usageError(err)
 	}
 
-	// Lease mode holds no connection while commands run: a few per worker
-	// for claims, heartbeats and completions are plenty.
-	a.poolSize = int32(f.workers + acquire.DefaultReserve + 2)
+	// Lease mode holds no connection while commands run: a worker uses one
+	// for its claim or its outcome, and its heartbeat may overlap that; two
+	// more serve the triggers and the batched completions. LISTEN has a
+	// connection of its own.
+	a.poolSize = int32(2*f.workers + 2)
 	pool, err := a.connectMigrated(ctx)
 	if err != nil {
 		return err
@@ -242,24 +246,13 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 		"timeout", timeout, "once", f.once, "command", program)
 	defer logger.Info("almanac: sidecar stopped", "series", name, "interval", iv.String())
 	if f.once {
-		summary, err := s.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			return err
+		_, err := s.RunOnce(ctx)
+		if errors.Is(err, scheduler.ErrIncomplete) {
+			return problemError(err)
 		}
-		if summary.Failed() {
-			return problemError(fmt.Errorf("%d of %d slots failed", summary[acquire.Failed]+summary[acquire.Parked], total(summary)))
-		}
-		return nil
+		return err
 	}
 	return s.Run(ctx)
-}
-
-func total(s scheduler.Summary) int {
-	n := 0
-	for _, c := range s {
-		n += c
-	}
-	return n
 }
 
 // sidecarGrid returns the series grid: the registered one when --tz and

@@ -79,10 +79,12 @@ head -c 3070 /dev/zero | tr '\0' 'z' >&2
 printf '\n' >&2
 exit 1
 `)
-	p := start(t, bin, "--schema", schema, "run", "binary", "--interval", "PT1M",
+	// --max-attempts 1: the first failure parks the slot, so --once does
+	// not wait for retries.
+	p := start(t, bin, "--schema", schema, "run", "binary", "--interval", "PT1M", "--max-attempts", "1",
 		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "--once", "--", job)
-	require.Equal(t, 1, p.wait(t, 30*time.Second), "stderr: %s", p.stderr)
-	require.Contains(t, p.stderr.String(), "1 of 1 slots failed")
+	require.Equal(t, 1, p.wait(t, 30*time.Second), "stderr: %.2000s", p.stderr)
+	require.Contains(t, p.stderr.String(), "almanac: 1 slots left unfinished")
 	var message string
 	var failCount int
 	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), sqlschema.Render(
@@ -90,7 +92,7 @@ exit 1
 	require.Equal(t, 1, failCount)
 	require.True(t, utf8.ValidString(message), "%q", message)
 	require.NotContains(t, message, "\x00")
-	require.True(t, strings.HasPrefix(message, job+": exit status 1: "), "%q", message)
+	require.True(t, strings.HasPrefix(message, "gave up after 1 failures: "+job+": exit status 1: "), "%q", message)
 	require.True(t, strings.HasSuffix(message, strings.Repeat("z", 3070)), "the end of stderr is kept")
 }
 
@@ -146,7 +148,7 @@ exit 1
 		args := append([]string{"--schema", schema, "run", "secret", "--interval", "PT1M",
 			"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "--once", "--env", "REPORT_DIR"}, extra...)
 		p := startEnv(t, env, bin, append(args, "--", job)...)
-		require.Equal(t, 1, p.wait(t, 30*time.Second), "stderr: %s", p.stderr)
+		require.Equal(t, 1, p.wait(t, 30*time.Second), "stderr: %.2000s", p.stderr)
 		require.NotContains(t, p.stderr.String(), "s3cret")
 		require.Contains(t, p.stderr.String(), "postgres://app:REDACTED@db/prod")
 		childEnv, err := os.ReadFile(dir + "/env")

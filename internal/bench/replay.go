@@ -111,13 +111,13 @@ type lockedSQL struct {
 // Positions of the arguments a replay changes; replay fails with a clear
 // error when acquire's statements no longer have this shape.
 const (
-	selectArgs     = 5 // name, interval, max, from, to
+	selectArgs     = 6 // name, interval, max, from, to, lag
 	selectMax      = 2
 	finishArgs     = 10 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data
 	finishStarts   = 2
 	finishFences   = 4
 	finishAttempts = 5
-	claimArgs      = 7 // name, interval, n, from, to, owner, ttl
+	claimArgs      = 8 // name, interval, n, from, to, owner, ttl, lag
 	claimN         = 2
 	completeArgs   = 5 // name, interval, starts, owner, fences
 	completeStarts = 2
@@ -172,11 +172,11 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, er
 		return 0, err
 	}
 	for rows.Next() {
-		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, held_fence
+		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, held_fence, xid
 		var start time.Time
 		var attempt int
 		var fence int64
-		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil); err != nil {
+		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil); err != nil {
 			rows.Close()
 			return 0, err
 		}

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -157,7 +158,7 @@ type Options struct {
 type Cluster struct {
 	binDir, dir, dataDir, logPath string
 	ownDir                        bool
-	cred                          *credential
+	cred                          *syscall.Credential
 
 	mu        sync.Mutex
 	port      int
@@ -189,7 +190,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	if os.Geteuid() == 0 {
-		if c.cred, err = unprivilegedUser(); err != nil {
+		if c.cred, err = ServerUser(); err != nil {
 			return nil, err
 		}
 	}
@@ -262,8 +263,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 }
 
-// unprivilegedUser picks the account the server runs as when we are root.
-func unprivilegedUser() (*credential, error) {
+// ServerUser picks the account that servers started by root run as (user
+// postgres, else nobody): PostgreSQL refuses to run as root, and the other
+// test servers (poolers, failover keepers) are run the same way. It fails
+// when neither account exists.
+func ServerUser() (*syscall.Credential, error) {
 	for _, name := range []string{"postgres", "nobody"} {
 		u, err := user.Lookup(name)
 		if err != nil {
@@ -274,7 +278,7 @@ func unprivilegedUser() (*credential, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		return &credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
 	return nil, errors.New("pgcluster: running as root, and PostgreSQL refuses to run as root, but neither user postgres nor nobody exists to run it as")
 }
@@ -306,19 +310,16 @@ func (c *Cluster) handOver() error {
 	}
 }
 
-// credential is the user and group the server runs as.
-type credential struct{ Uid, Gid uint32 }
-
-func canTraverse(fi os.FileInfo, cred *credential) bool {
-	uid, gid, ok := fileOwner(fi)
+func canTraverse(fi os.FileInfo, cred *syscall.Credential) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return true
 	}
 	perm := fi.Mode().Perm()
 	switch {
-	case uid == cred.Uid:
+	case st.Uid == cred.Uid:
 		return perm&0o100 != 0
-	case gid == cred.Gid:
+	case st.Gid == cred.Gid:
 		return perm&0o010 != 0
 	default:
 		return perm&0o001 != 0
@@ -397,7 +398,7 @@ func (c *Cluster) command(ctx context.Context, program string, args ...string) *
 		}
 	}
 	if c.cred != nil {
-		runAs(cmd, c.cred)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	}
 	return cmd
 }

@@ -69,11 +69,15 @@ type discovery struct {
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
+// m may also wrap the *testing.M, for a package whose tests share servers
+// of their own: its Run runs the tests and then stops them, before the
+// database is cleaned up.
+//
 // Failing to clean up is reported on stderr but does not change the exit
 // code. A test binary that dies without returning from m.Run (a panic, a
 // -timeout) leaves its cluster behind; the next throwaway cluster started by
 // any test binary on the machine stops and removes it.
-func Main(m *testing.M) {
+func Main(m interface{ Run() int }) {
 	mainRan.Store(true)
 	code := m.Run()
 	if err := shutdown(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -45,10 +46,18 @@ type Definition struct {
 // Add registers the series of grid. Registering the same series again with
 // the same zone and origin does nothing and reports created=false; with a
 // different zone or origin it returns an error wrapping ErrConflict.
+//
+// Transient faults are retried (see package retry): registering is
+// idempotent. created may then be false for a registration whose
+// acknowledgment was lost.
 func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def Definition, created bool, err error) {
-	tag, err := q.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin)
+	var tag pgconn.CommandTag
+	err = retry.Do(ctx, func(ctx context.Context) (err error) {
+		tag, err = q.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin)
 		VALUES ($1, $2, $3, $4) ON CONFLICT (name, "interval") DO NOTHING`, schema),
-		grid.Name(), grid.Interval().String(), grid.Location().String(), grid.Origin())
+			grid.Name(), grid.Interval().String(), grid.Location().String(), grid.Origin())
+		return err
+	})
 	if err != nil {
 		return Definition{}, false, err
 	}
@@ -71,14 +80,10 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0), created_at`
 
 // Get loads the series (name, interval); an unknown series is an error
-// wrapping ErrNotFound.
+// wrapping ErrNotFound. Transient faults are retried.
 func Get(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (Definition, error) {
-	rows, err := q.Query(ctx, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
+	defs, err := query(ctx, q, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
 		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String())
-	if err != nil {
-		return Definition{}, err
-	}
-	defs, err := collect(rows)
 	if err != nil {
 		return Definition{}, err
 	}
@@ -89,12 +94,24 @@ func Get(ctx context.Context, q Querier, schema, name string, interval slot.Inte
 }
 
 // List returns every registered series ordered by name and interval.
+// Transient faults are retried.
 func List(ctx context.Context, q Querier, schema string) ([]Definition, error) {
-	rows, err := q.Query(ctx, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series ORDER BY name, "interval"`, schema))
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows)
+	return query(ctx, q, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series ORDER BY name, "interval"`, schema))
+}
+
+// query reads series definitions, repeating the read after transient
+// faults.
+func query(ctx context.Context, q Querier, sql string, args ...any) ([]Definition, error) {
+	var defs []Definition
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		rows, err := q.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		defs, err = collect(rows)
+		return err
+	})
+	return defs, err
 }
 
 func collect(rows pgx.Rows) ([]Definition, error) {

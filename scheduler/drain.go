@@ -1,0 +1,274 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+)
+
+// ErrIncomplete is wrapped by the error RunOnce returns when slots in its
+// scope are left unfinished; errors.As finds an *IncompleteError with the
+// counts.
+var ErrIncomplete = errors.New("slots left unfinished")
+
+// IncompleteError says which slots of a drain's scope were left unfinished,
+// by state, when RunOnce returned.
+type IncompleteError struct {
+	// Failed counts slots that wait for a retry (they failed, or their
+	// handler snoozed), Parked the ones that gave up: both are reported,
+	// not waited for.
+	Failed, Parked int64
+	// Ready counts slots that could have been worked, Held those that other
+	// workers held: both are left only when the context ended first.
+	Ready, Held int64
+	// Cause is why RunOnce stopped waiting: the context's error, or nil.
+	Cause error
+}
+
+// Left is the number of unfinished slots.
+func (e *IncompleteError) Left() int64 { return e.Failed + e.Parked + e.Ready + e.Held }
+
+func (e *IncompleteError) Error() string {
+	var parts []string
+	for _, p := range []struct {
+		n    int64
+		what string
+	}{{e.Failed, "failed or snoozed, waiting for their retry"}, {e.Parked, "parked after their last attempt"},
+		{e.Ready, "not run yet"}, {e.Held, "held by other workers"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	msg := fmt.Sprintf("%d slots left unfinished: %s", e.Left(), strings.Join(parts, ", "))
+	if e.Cause != nil {
+		msg += " (stopped: " + e.Cause.Error() + ")"
+	}
+	return msg
+}
+
+func (e *IncompleteError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrIncomplete, e.Cause}
+	}
+	return []error{ErrIncomplete}
+}
+
+// Summary counts the outcomes of RunOnce.
+type Summary map[acquire.Outcome]int
+
+// Failed reports whether any slot failed or was parked.
+func (s Summary) Failed() bool { return s[acquire.Failed]+s[acquire.Parked] > 0 }
+
+// RunOnce is a batch run, the sidecar's --once: it materializes what is due
+// and works the jobs' slots until every slot in scope is finished or has
+// been given its chance, then returns the outcomes it saw.
+//
+// The scope of a job is its slots from its first one (Job.Start, else the
+// earliest stored) to the last one due when RunOnce started (or Job.End).
+// RunOnce keeps working while any slot of the scope can be worked: it is
+// acquirable, its lease expired (it is taken over), or another worker holds
+// it (it waits for that worker to finish or for its lease to expire). A
+// fault (a lost connection, a restarting server) is never taken for the end
+// of the work. A slot that fails is retried within the run when its retry
+// comes within a few seconds (the first retries of the default policy);
+// RunOnce stops waiting for slots in a longer backoff, and for parked ones.
+//
+// It returns nil only when every slot of the scope is COMPLETE or SKIP.
+// Otherwise it returns an error wrapping ErrIncomplete (an *IncompleteError
+// with the counts), also when ctx ends first, after shutting down as Run
+// does.
+func (s *Scheduler) RunOnce(ctx context.Context) (Summary, error) {
+	if err := s.prepare(ctx); err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	summary := Summary{}
+	var results atomic.Int64
+	onResult := s.opts.OnResult
+	s.opts.OnResult = func(r Result) {
+		mu.Lock()
+		summary[r.Outcome]++
+		mu.Unlock()
+		results.Add(1)
+		if onResult != nil {
+			onResult(r)
+		}
+	}
+	copySummary := func() Summary {
+		mu.Lock()
+		defer mu.Unlock()
+		out := Summary{}
+		for k, v := range summary {
+			out[k] = v
+		}
+		return out
+	}
+	now, err := s.dbNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	scopes := make([]scope, len(s.jobs))
+	for i, j := range s.jobs {
+		if err := s.materialize(ctx, j, j.start, now); err != nil {
+			return nil, err
+		}
+		to, err := dueTo(j.Series, j.Lag, now)
+		if err != nil {
+			return nil, err
+		}
+		if !j.End.IsZero() && j.End.Before(to) {
+			to = j.End
+		}
+		scopes[i] = scope{job: j, from: j.start, to: to}
+	}
+
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	s.startCompleters()
+	defer s.stopCompleters()
+	var workers sync.WaitGroup
+	var left scopeState
+	for {
+		before := results.Load()
+		s.dispatch(ctx, work, &workers, true)
+		if ctx.Err() != nil {
+			break
+		}
+		if left, err = s.scopesState(ctx, scopes); err != nil {
+			break
+		}
+		if left.ready+left.expired+left.held+left.soon == 0 {
+			break
+		}
+		if left.held+left.soon > 0 || results.Load() == before {
+			// Slots another worker holds, slots whose retry comes soon, or
+			// slots that were ready but locked by another worker when looked
+			// for: look again shortly, or when the first of them is due.
+			wait := min(s.opts.PollInterval, time.Second)
+			if left.next > 0 {
+				wait = min(wait, left.next)
+			}
+			select {
+			case <-ctx.Done():
+			case <-s.opts.Clock.After(wait):
+			}
+		}
+		s.wakeAll()
+	}
+
+	finished := make(chan struct{})
+	go func() { workers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-s.opts.Clock.After(s.opts.ShutdownTimeout):
+		stopWork()
+		<-finished
+	}
+	if err != nil && ctx.Err() == nil {
+		return copySummary(), err
+	}
+	if ctx.Err() != nil {
+		// Count what is left on a context of our own: the caller's is done.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		state, serr := s.scopesState(cctx, scopes)
+		cancel()
+		if serr != nil {
+			return copySummary(), fmt.Errorf("%w: %w", ErrIncomplete, ctx.Err())
+		}
+		left, err = state, ctx.Err()
+	}
+	if left.open() == 0 {
+		return copySummary(), nil
+	}
+	return copySummary(), &IncompleteError{Failed: left.soon + left.backoff, Parked: left.parked,
+		Ready: left.ready + left.expired, Held: left.held, Cause: err}
+}
+
+// scope is the range of one job's slots a drain covers.
+type scope struct {
+	job      *job
+	from, to time.Time
+}
+
+// scopeState counts the unfinished slots of drain scopes by what a drain
+// does about them: it works ready and expired ones, waits for held ones and
+// for soon ones (their retry comes within drainRetryWait), and leaves the
+// ones in a longer backoff and the parked ones.
+type scopeState struct {
+	ready, expired, held, soon, backoff, parked int64
+	// next is the time until the first held lease runs out or the first
+	// soon retry comes (database clock), 0 if none.
+	next time.Duration
+}
+
+func (st scopeState) open() int64 {
+	return st.ready + st.expired + st.held + st.soon + st.backoff + st.parked
+}
+
+// drainRetryWait is how far ahead RunOnce waits for a failed slot's retry:
+// a slot that failed once or twice (the default policy waits 1 s, then 2 s,
+// then 4 s) gets its retries within the run, one that keeps failing is
+// reported rather than waited for for an hour.
+const drainRetryWait = 5 * time.Second
+
+// scopeSQL counts the open slots of one scope: only AVAILABLE and ACQUIRED
+// rows are read (the partial indexes hold them), so it costs what is left,
+// not the size of the range. ready uses the claim's own test of due-ness;
+// soon counts the slots whose retry comes within $6 microseconds.
+const scopeSQL = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t, clock_timestamp() + $6 * interval '1 microsecond' AS soon)
+SELECT
+    count(*) FILTER (WHERE status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t)
+        AND slot_end <= t - $5 * interval '1 microsecond'),
+    count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until < t),
+    count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until >= t),
+    count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon),
+    count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before > soon AND not_before <> 'infinity'),
+    count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before = 'infinity'),
+    coalesce(extract(epoch FROM least(
+        min(lease_until - t) FILTER (WHERE status = 'ACQUIRED' AND lease_until >= t),
+        min(not_before - t) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon))), 0)
+FROM {{schema}}.slot, now_
+WHERE name = $1 AND "interval" = $2 AND slot_start >= $3 AND slot_start < $4
+  AND status IN ('AVAILABLE', 'ACQUIRED')`
+
+// scopesState adds up the state of every scope. Not-due AVAILABLE slots
+// (a negative range, or slots materialized early by another process) count
+// as ready only once due.
+func (s *Scheduler) scopesState(ctx context.Context, scopes []scope) (scopeState, error) {
+	var total scopeState
+	sql := sqlschema.Render(scopeSQL, s.opts.Schema)
+	for _, sc := range scopes {
+		if !sc.from.Before(sc.to) {
+			continue
+		}
+		var st scopeState
+		var next float64
+		err := retry.Do(ctx, func(ctx context.Context) error {
+			return s.pool.QueryRow(ctx, sql, sc.job.Series.Name(), sc.job.Series.Interval().String(), sc.from, sc.to,
+				sc.job.Lag.Microseconds(), drainRetryWait.Microseconds()).Scan(&st.ready, &st.expired, &st.held, &st.soon, &st.backoff, &st.parked, &next)
+		})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return scopeState{}, err
+		}
+		total.ready += st.ready
+		total.expired += st.expired
+		total.held += st.held
+		total.soon += st.soon
+		total.backoff += st.backoff
+		total.parked += st.parked
+		if d := time.Duration(next * float64(time.Second)); d > 0 && (total.next == 0 || d < total.next) {
+			total.next = d
+		}
+	}
+	return total, nil
+}
