@@ -3,15 +3,15 @@
 //
 // Start does not start the command itself but a supervisor: a copy of the
 // running program (re-executed from its own binary; this package's init
-// function turns that copy into the supervisor before any other package's
-// init or main runs). The supervisor starts the command in a process group
-// of its own, forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to that group,
-// and holds one end of a pipe, the lifeline, whose other end only the
-// starting program holds. The lifeline closes when the program calls
-// Process.Kill or ends in any way, SIGKILL and crashes included: the kernel
-// closes a dead process's files. The supervisor then kills the command's
-// process group with SIGKILL, waits for everything to die, reports the
-// command's status and exits.
+// function turns that copy into the supervisor before main runs and before
+// the packages that import this one are initialized). The supervisor starts
+// the command in a process group of its own, forwards SIGTERM, SIGINT,
+// SIGHUP and SIGQUIT to that group, and holds one end of a pipe, the
+// lifeline, whose other end only the starting program holds. The lifeline
+// closes when the program calls Process.Kill or ends in any way, SIGKILL and
+// crashes included: the kernel closes a dead process's files. The supervisor
+// then kills the command's process group with SIGKILL, waits for everything
+// to die, reports the command's status and exits.
 //
 // On Linux the supervisor also
 //
