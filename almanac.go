@@ -3,9 +3,12 @@ package almanac
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/acquire"
@@ -106,6 +109,19 @@ type Options struct {
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Clock           scheduler.Clock
+	// Pooler says whether the pool's connections go through a pooler such
+	// as PgBouncer. Default PoolerAuto: a pool that goes through one and
+	// prepares named statements (pgx's default, which fails at random
+	// through transaction pooling) is refused with ErrPooler at the first
+	// call; PoolerSession accepts it. NewPool configures a pool that works
+	// through either.
+	Pooler Pooler
+	// ListenURL is a direct connection to the server (not through a
+	// pooler in transaction mode, where LISTEN cannot work) on which
+	// started jobs listen for wake-ups. Default: the pool's connection
+	// settings; a listener that cannot receive says so once in the log and
+	// idle workers poll every PollInterval.
+	ListenURL string
 	// RetryBudget bounds how long a call keeps retrying transient faults
 	// (a lost connection, a restarting or full server, a failover) before
 	// it returns an error wrapping ErrUnavailable; the caller's context
@@ -122,10 +138,14 @@ type Options struct {
 // (acquire.ConfigurePool adds TCP keepalives and cancellation that keeps
 // connections, recommended for locked mode).
 type Client struct {
-	pool  *pgxpool.Pool
-	opts  Options
-	jobs  []scheduler.Job
-	sched *scheduler.Scheduler
+	pool   *pgxpool.Pool
+	opts   Options
+	listen *pgx.ConnConfig
+	jobs   []scheduler.Job
+	sched  *scheduler.Scheduler
+
+	checked sync.Mutex // guards poolOK
+	poolOK  bool       // the pool passed checkPool
 }
 
 // New returns a Client working on pool.
@@ -142,7 +162,16 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
 	}
-	return &Client{pool: pool, opts: opts}, nil
+	c := &Client{pool: pool, opts: opts}
+	if opts.ListenURL != "" {
+		cfg, err := pgx.ParseConfig(opts.ListenURL)
+		if err != nil {
+			// The URL may hold a password: it is not repeated.
+			return nil, fmt.Errorf("%w: Options.ListenURL is malformed; expected e.g. postgres://user@host:5432/dbname", ErrInvalid)
+		}
+		c.listen = cfg
+	}
+	return c, nil
 }
 
 // call returns the context of one call: ctx with the client's retry budget
@@ -168,7 +197,11 @@ func (c *Client) logRetries(ctx context.Context) context.Context {
 // Like every call of the Client, it retries transient faults within
 // Options.RetryBudget.
 func (c *Client) Migrate(ctx context.Context) error {
-	_, err := migrations.Up(c.call(ctx), c.pool, c.opts.Schema)
+	ctx = c.call(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return err
+	}
+	_, err := migrations.Up(ctx, c.pool, c.opts.Schema)
 	return err
 }
 
@@ -201,7 +234,11 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 	if err != nil {
 		return Series{}, err
 	}
-	def, _, err := seriesdb.Add(c.call(ctx), c.pool, c.opts.Schema, grid)
+	ctx = c.call(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return Series{}, err
+	}
+	def, _, err := seriesdb.Add(ctx, c.pool, c.opts.Schema, grid)
 	if err != nil {
 		return Series{}, err
 	}
@@ -233,6 +270,7 @@ func (c *Client) scheduler() (*scheduler.Scheduler, error) {
 	s := scheduler.New(c.pool, scheduler.Options{
 		Schema: c.opts.Schema, Concurrency: c.opts.Concurrency, Logger: c.opts.Logger,
 		PollInterval: c.opts.PollInterval, ShutdownTimeout: c.opts.ShutdownTimeout, Clock: c.opts.Clock,
+		Listen: c.listen,
 	})
 	for _, j := range c.jobs {
 		if err := s.Add(j); err != nil {
@@ -255,11 +293,15 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.sched != nil {
 		return errors.New("almanac: Start called twice")
 	}
+	ctx = c.logRetries(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return err
+	}
 	s, err := c.scheduler()
 	if err != nil {
 		return err
 	}
-	if err := s.Start(c.logRetries(ctx)); err != nil {
+	if err := s.Start(ctx); err != nil {
 		return err
 	}
 	c.sched = s
@@ -288,15 +330,22 @@ func (c *Client) Stop(ctx context.Context) error {
 // COMPLETE or SKIP; otherwise an error wrapping ErrIncomplete that says how
 // many are left and why, also when ctx ends first.
 func (c *Client) Drain(ctx context.Context) (Summary, error) {
+	ctx = c.logRetries(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return nil, err
+	}
 	s, err := c.scheduler()
 	if err != nil {
 		return nil, err
 	}
-	return s.RunOnce(c.logRetries(ctx))
+	return s.RunOnce(ctx)
 }
 
 // coverage returns the coverage client of a series.
 func (c *Client) coverage(ctx context.Context, s Series) (*coverage.Client, error) {
+	if err := c.checkPool(ctx); err != nil {
+		return nil, err
+	}
 	return coverage.New(ctx, c.pool, s, coverage.Options{Schema: c.opts.Schema})
 }
 

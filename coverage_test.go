@@ -2,6 +2,7 @@ package almanac_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -114,27 +115,48 @@ func TestCoverage(t *testing.T) {
 	}
 	leased := func(ctx context.Context, l *almanac.Lease) error { return leasedOn(ctx, pool, l) }
 	jobs := []almanac.Job{
-		{Series: series, Start: from, End: to, Handler: locked("locked")},
-		{Series: series, Start: from, End: to, Mode: scheduler.LockedBatch, Batch: 10, Handler: locked("batch")},
+		// Expired leases are taken over at once (no grace), so that the
+		// stale holder below is overtaken within the test.
+		{Series: series, Start: from, End: to, Handler: locked("locked"), Queue: acquire.Options{TakeoverGrace: -1}},
+		{Series: series, Start: from, End: to, Mode: scheduler.LockedBatch, Batch: 10, Handler: locked("batch"),
+			Queue: acquire.Options{TakeoverGrace: -1}},
 		{Series: series, Start: from, End: to, Mode: scheduler.Lease, LeaseHandler: leased,
-			Queue: acquire.Options{LeaseTTL: 2 * time.Second}},
+			Queue: acquire.Options{LeaseTTL: 2 * time.Second, TakeoverGrace: -1}},
 	}
 	// instance starts one instance of job i: a Client with 8 workers.
-	instance := func(i int) *almanac.Client {
+	instance := func(i int) (*almanac.Client, error) {
 		c, err := almanac.New(pool, almanac.Options{Schema: db.Schema, Concurrency: 8,
 			PollInterval: 200 * time.Millisecond, ShutdownTimeout: 20 * time.Millisecond})
-		require.NoError(t, err)
-		require.NoError(t, c.Register(jobs[i]))
-		require.NoError(t, c.Start(ctx))
-		return c
+		if err == nil {
+			err = c.Register(jobs[i])
+		}
+		if err == nil {
+			err = c.Start(ctx)
+		}
+		return c, err
 	}
 	var mu sync.Mutex
-	instances := []*almanac.Client{instance(0), instance(1), instance(2)}
+	instances := make([]*almanac.Client, 3)
+	for i := range instances {
+		instances[i], err = instance(i)
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { // after the faults stopped (cleanups run last first)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range instances {
+			_ = c.Stop(context.Background())
+		}
+	})
 
-	// Faults, until every slot is done.
+	// Faults, until every slot is done. The goroutines report failures
+	// with Errorf (FailNow belongs to the test's goroutine) and are always
+	// stopped before the test returns, failed or not.
 	var crashes, kills, stale atomic.Int64
 	done := make(chan struct{})
 	var faults sync.WaitGroup
+	stopFaults := sync.OnceFunc(func() { close(done); faults.Wait() })
+	t.Cleanup(stopFaults)
 	faults.Add(3)
 	go func() { // crash an instance (its running handlers are cancelled), start it again
 		defer faults.Done()
@@ -145,9 +167,15 @@ func TestCoverage(t *testing.T) {
 			case <-time.After(150 * time.Millisecond):
 			}
 			mu.Lock()
-			require.NoError(t, instances[i].Stop(ctx))
-			instances[i] = instance(i)
+			err := instances[i].Stop(ctx)
+			if err == nil {
+				instances[i], err = instance(i)
+			}
 			mu.Unlock()
+			if err != nil {
+				t.Errorf("crash and restart instance %d: %v", i, err)
+				return
+			}
 			crashes.Add(1)
 		}
 	}()
@@ -163,14 +191,20 @@ func TestCoverage(t *testing.T) {
 			err := db.Pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM (
 				SELECT pid FROM pg_stat_activity WHERE application_name = 'almanac-coverage-test'
 				AND state LIKE 'idle in transaction%' ORDER BY random() LIMIT 1) victims`).Scan(&n)
-			require.NoError(t, err)
+			if err != nil {
+				t.Errorf("terminate a backend: %v", err)
+				return
+			}
 			kills.Add(int64(n))
 		}
 	}()
 	go func() { // a stale lease holder: claims, stalls past its lease, writes after losing the slot
 		defer faults.Done()
 		q, err := acquire.New(ctx, pool, series, acquire.Options{Schema: db.Schema, LeaseTTL: 100 * time.Millisecond})
-		require.NoError(t, err)
+		if err != nil {
+			t.Errorf("stale holder's queue: %v", err)
+			return
+		}
 		for {
 			select {
 			case <-done:
@@ -178,13 +212,26 @@ func TestCoverage(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 			leases, err := q.Claim(ctx, 1)
-			require.NoError(t, err)
+			if err != nil {
+				t.Errorf("stale holder's claim: %v", err)
+				return
+			}
 			if len(leases) == 0 {
 				continue
 			}
 			l := leases[0]
 			// Stall until someone else has taken the slot over and finished it.
-			for count(`SELECT count(*) FROM {{schema}}.slot WHERE slot_start = $1 AND fence <> $2 AND status = 'COMPLETE'`, l.Start, l.Fence) == 0 {
+			for {
+				var taken int
+				err := db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.slot
+					WHERE slot_start = $1 AND fence <> $2 AND status = 'COMPLETE'`, db.Schema), l.Start, l.Fence).Scan(&taken)
+				if err != nil {
+					t.Errorf("stale holder's wait: %v", err)
+					return
+				}
+				if taken > 0 {
+					break
+				}
 				select {
 				case <-done:
 					return
@@ -192,8 +239,10 @@ func TestCoverage(t *testing.T) {
 				}
 			}
 			// (On the harness's pool, which the backend killer leaves alone.)
-			err = leasedOn(ctx, db.Pool, l)
-			require.ErrorIs(t, err, almanac.ErrLeaseLost, "a stale holder's write is refused")
+			if err := leasedOn(ctx, db.Pool, l); !errors.Is(err, almanac.ErrLeaseLost) {
+				t.Errorf("a stale holder's write must be refused with ErrLeaseLost; got %v", err)
+				return
+			}
 			stale.Add(1)
 		}
 	}()
@@ -211,8 +260,7 @@ func TestCoverage(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == slots
 	}, 2*time.Minute, 50*time.Millisecond, "every slot completes")
-	close(done)
-	faults.Wait()
+	stopFaults()
 	for _, c := range instances {
 		require.NoError(t, c.Stop(ctx))
 	}

@@ -103,6 +103,21 @@ func (f *fixture) count(sql string, args ...any) int {
 	return n
 }
 
+// waitUntil polls the boolean query (over the fixture's schema) until it
+// answers true: a wait bounded by the database clock.
+func (f *fixture) waitUntil(sql string) {
+	f.t.Helper()
+	sql = sqlschema.Render(sql, f.schema)
+	for {
+		var ok bool
+		require.NoError(f.t, f.db.Pool.QueryRow(context.Background(), sql).Scan(&ok))
+		if ok {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // effect is what handlers write: one row per slot they handled.
 func effect(schema string) string {
 	return sqlschema.Render(`INSERT INTO {{schema}}.effect (slot_start, fence, mode) VALUES ($1, $2, $3)`, schema)

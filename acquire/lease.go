@@ -92,6 +92,12 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 // ErrLeaseLost) and closes Lost.
 func (l *Lease) markLost(cause error) {
 	l.lostOnce.Do(func() {
+		if errors.Is(cause, errNotRenewed) {
+			// Given up by its holder, maybe still held in the database:
+			// tracked until the holder drops it, then an orphan.
+		} else {
+			l.q.leases.untrack(l)
+		}
 		l.mu.Lock()
 		l.lostErr = cause
 		l.mu.Unlock()
@@ -119,9 +125,19 @@ func (l *Lease) expireIfDue(now time.Time) bool {
 	if !due || l.Finished() {
 		return false
 	}
-	l.markLost(fmt.Errorf("%w: not renewed in time (stopped at %s, before the lease can expire)",
-		ErrLeaseLost, deadline.Format(time.RFC3339Nano)))
+	l.markLost(fmt.Errorf("%w: %w (stopped at %s, before the lease can expire)",
+		ErrLeaseLost, errNotRenewed, deadline.Format(time.RFC3339Nano)))
 	return true
+}
+
+// errNotRenewed is why a lease its holder could not renew in time was
+// given up.
+var errNotRenewed = errors.New("not renewed in time")
+
+// finish records that a final write of the lease succeeded.
+func (l *Lease) finish() {
+	l.finished.Store(true)
+	l.q.leases.untrack(l)
 }
 
 // Context returns a context derived from parent that is cancelled, with a
@@ -176,16 +192,25 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 		return nil, fmt.Errorf("acquire: claim %d: expected at least 1", n)
 	}
 	var leases []*Lease
-	_, err := q.write(ctx, func(b *pgx.Batch) {
+	q.leases.claiming.RLock()
+	uncertain, err := q.write(ctx, func(b *pgx.Batch) {
 		leases = leases[:0]
 		sent := time.Now()
-		b.Queue(q.sql.claim, q.name, q.interval, n, q.from, q.to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds()).
+		b.Queue(q.sql.claim, q.name, q.interval, n, q.from, q.to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds(),
+			q.opts.TakeoverGrace.Microseconds()).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				leases, err = q.scanLeases(rows, sent)
 				return err
 			})
 	})
+	for _, l := range leases {
+		q.leases.track(l)
+	}
+	q.leases.claiming.RUnlock()
+	if uncertain && err == nil {
+		q.releaseOrphans(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("acquire: claim: %w", err)
 	}
@@ -212,6 +237,7 @@ func (q *Queue) Eject(ctx context.Context, start time.Time) (*Lease, error) {
 	// transaction for the whole job. Retrying NOWAIT for about half a second
 	// tells the two apart without ever queueing behind a long holder.
 	for wait := 5 * time.Millisecond; ; wait *= 2 {
+		q.leases.claiming.RLock()
 		_, err = q.write(ctx, func(b *pgx.Batch) {
 			leases = leases[:0]
 			sent := time.Now()
@@ -222,6 +248,10 @@ func (q *Queue) Eject(ctx context.Context, start time.Time) (*Lease, error) {
 					return err
 				})
 		})
+		for _, l := range leases {
+			q.leases.track(l)
+		}
+		q.leases.claiming.RUnlock()
 		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" || wait > 320*time.Millisecond {
 			break
 		}
@@ -281,6 +311,7 @@ func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 		l.markLost(err)
 		return err
 	}
+	// Still tracked: tx may yet roll back, and the lease be worked on.
 	l.finished.Store(true)
 	return nil
 }
@@ -381,7 +412,7 @@ func (l *Lease) guarded(ctx context.Context, what, status, sql string, extra ...
 		return err
 	}
 	if status != "" {
-		l.finished.Store(true)
+		l.finish()
 	}
 	return nil
 }
@@ -462,7 +493,7 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 				l.renewed(sent, *until)
 			}
 		default:
-			l.finished.Store(true)
+			l.finish()
 		}
 	}
 	return lost, nil

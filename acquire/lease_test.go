@@ -90,7 +90,7 @@ func TestLeaseExpiryAndTakeover(t *testing.T) {
 	stale := leases[0]
 	require.NoError(t, stale.Checkpoint(ctx, "half done"))
 
-	other := f.queue(Options{LeaseTTL: time.Minute})
+	other := f.queue(Options{LeaseTTL: time.Minute, TakeoverGrace: -1})
 	none, err := other.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Empty(t, none, "a live lease is not taken over")
@@ -271,7 +271,7 @@ func TestLockedModeTakesOverExpiredLease(t *testing.T) {
 	leases, err := f.queue(Options{LeaseTTL: 100 * time.Millisecond}).Claim(ctx, 1)
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond)
-	res, ok, err := f.queue(Options{}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+	res, ok, err := f.queue(Options{TakeoverGrace: -1}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 		require.True(t, s.TookOver)
 		return writeEffect(ctx, tx, f.schema, s, "locked")
 	})
@@ -282,6 +282,30 @@ func TestLockedModeTakesOverExpiredLease(t *testing.T) {
 	r := f.row(leases[0].Start)
 	require.Equal(t, "COMPLETE", r.Status)
 	require.Nil(t, r.Owner)
+}
+
+// TestTakeoverGrace: an expired lease is left to its holder for the
+// takeover grace (a holder cut off by a failover records its outcome once
+// the database is back), then taken over.
+func TestTakeoverGrace(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	leases, err := f.queue(Options{LeaseTTL: time.Second}).Claim(ctx, 1)
+	require.NoError(t, err)
+	other := f.queue(Options{TakeoverGrace: 2 * time.Second})
+	// Wait, on the database clock, until the lease has expired but the
+	// grace has not passed.
+	f.waitUntil(`SELECT clock_timestamp() > lease_until FROM {{schema}}.slot`)
+	none, err := other.Claim(ctx, 1)
+	require.NoError(t, err)
+	if f.count(`SELECT count(*) FROM {{schema}}.slot WHERE clock_timestamp() < lease_until + interval '2 s'`) == 1 {
+		require.Empty(t, none, "an expired lease is not taken over within the grace")
+	}
+	require.NoError(t, leases[0].Complete(ctx), "the holder may still record its outcome")
+
+	leases, err = f.queue(Options{LeaseTTL: time.Second}).Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Empty(t, leases, "the slot is complete")
 }
 
 // TestEveryModeAtOnce: 16 locked, 16 batched and 16 lease workers over 5,000

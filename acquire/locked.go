@@ -202,7 +202,8 @@ func (q *Queue) lockedBegin() string {
 // selectLocked locks up to max slots in tx and returns them with the
 // transaction's id.
 func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, int64, error) {
-	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, q.from, q.to, q.opts.Lag.Microseconds())
+	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, q.from, q.to, q.opts.Lag.Microseconds(),
+		q.opts.TakeoverGrace.Microseconds())
 	if err != nil {
 		return nil, 0, fmt.Errorf("select slots: %w", err)
 	}

@@ -24,6 +24,8 @@ const (
 	DefaultDeadMan  = 10 * time.Second
 	DefaultLeaseTTL = 30 * time.Second
 	DefaultReserve  = 2
+	// DefaultTakeoverGrace is the default of Options.TakeoverGrace.
+	DefaultTakeoverGrace = 5 * time.Second
 )
 
 // ErrPoolTooSmall is returned by New when the pool cannot both hold a
@@ -71,6 +73,13 @@ type Options struct {
 	DeadMan time.Duration
 	// LeaseTTL is how long a lease lasts without a heartbeat. Default 30 s.
 	LeaseTTL time.Duration
+	// TakeoverGrace is how long a lease must have been expired before this
+	// queue takes the slot over. A holder cut off from the database (a
+	// failover, a restart) may have finished its work and be waiting to
+	// record the outcome; the grace lets it do so once the database is
+	// back, instead of having its slot run a second time. Default
+	// DefaultTakeoverGrace; a negative value means none.
+	TakeoverGrace time.Duration
 	// StopBefore is how long before its lease could expire a lease holder
 	// that cannot renew it (the database is unreachable) gives the lease
 	// up, so that its work has stopped by the time another worker may take
@@ -86,8 +95,10 @@ type Options struct {
 	// limit when that is unset too.
 	MaxAttempts int
 
-	// Owner identifies this process's leases. Default: a random UUID per
-	// Queue.
+	// Owner identifies this queue's leases. Default: a random UUID per
+	// Queue. With the default, a claim whose connection was lost while it
+	// committed has its slots released at once; with an Owner given (which
+	// may be shared), they wait for their leases to expire.
 	Owner uuid.UUID
 	// Reserve is how many connections of the pool locked mode never holds,
 	// so that completing, failing and heart-beating never wait for a
@@ -112,7 +123,16 @@ type Queue struct {
 	sql      statements
 	from, to time.Time
 
+	// leases are this queue's live leases (see holdings); sharedOwner is
+	// set when Options.Owner was given, and orphans are then left alone.
+	leases      holdings
+	sharedOwner bool
+
 	testNoPing bool // tests simulate a frozen worker by not pinging
+	// testLoseAck, when it returns true, makes a write that committed
+	// report a lost connection, as when the acknowledgment of a COMMIT is
+	// lost with its connection.
+	testLoseAck func() bool
 }
 
 // New returns a Queue for the registered series grid. It fails when the
@@ -136,6 +156,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = DefaultLeaseTTL
 	}
+	if opts.TakeoverGrace == 0 {
+		opts.TakeoverGrace = DefaultTakeoverGrace
+	}
+	opts.TakeoverGrace = max(opts.TakeoverGrace, 0)
 	if opts.StopBefore <= 0 {
 		opts.StopBefore = opts.LeaseTTL / 10
 	}
@@ -145,7 +169,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry
 	}
-	if opts.Owner == uuid.Nil {
+	sharedOwner := opts.Owner != uuid.Nil
+	if !sharedOwner {
 		opts.Owner = uuid.New()
 	}
 	if opts.Reserve <= 0 {
@@ -171,7 +196,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	q := &Queue{
 		pool: pool, grid: def.Grid, name: grid.Name(), interval: grid.Interval().String(),
 		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst),
-		from: opts.From, to: opts.To,
+		from: opts.From, to: opts.To, sharedOwner: sharedOwner,
 	}
 	if q.from.IsZero() {
 		q.from = slot.MinTime

@@ -24,6 +24,7 @@ type statements struct {
 	release,
 	checkpoint,
 	landed,
+	releaseOrphans,
 	eject,
 	failOutOfBand string
 }
@@ -35,7 +36,9 @@ type statements struct {
 // order. A slot is due once slot_end + lag has passed on the database
 // clock, whatever the worker's clock says; {{lag}} is the parameter holding
 // the lag in microseconds. (slot_start < now - lag is implied, and stated
-// so that a newest-first scan of the index starts at the due slots.) The
+// so that a newest-first scan of the index starts at the due slots.) An
+// expired lease is taken over once it has been expired for {{grace}}
+// microseconds (Options.TakeoverGrace). The
 // status test sits in the statement that locks the row, so a slot completed
 // meanwhile is never acquired again: under READ COMMITTED the locked row is
 // re-checked against the WHERE clause. The second LIMIT subtracts what the
@@ -45,7 +48,8 @@ const candidates = `
 expired AS (
     SELECT slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence
     FROM {{schema}}.slot
-    WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND lease_until < clock_timestamp()
+    WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
+      AND lease_until < clock_timestamp() - {{grace}} * interval '1 microsecond'
       AND slot_start >= $4 AND slot_start < $5
     ORDER BY lease_until
     LIMIT $3
@@ -91,9 +95,11 @@ func renderStatements(schema string, newestFirst bool) statements {
 		sql = strings.ReplaceAll(sql, "%[1]s", "v.delay_us")
 		return sqlschema.Render(sql, schema)
 	}
-	// withLag names the parameter that holds the lag of a statement built
-	// on candidates.
-	withLag := func(param, sql string) string { return strings.ReplaceAll(r(sql), "{{lag}}", param) }
+	// withLag names the parameters that hold the lag and the takeover grace
+	// of a statement built on candidates.
+	withLag := func(lag, grace, sql string) string {
+		return strings.NewReplacer("{{lag}}", lag, "{{grace}}", grace).Replace(r(sql))
+	}
 	return statements{
 		// One round trip sets everything the transaction relies on, whatever
 		// the role's defaults: READ COMMITTED (the status re-check above
@@ -112,7 +118,7 @@ SET LOCAL tcp_user_timeout = %d`,
 		// The transaction id comes with the slots (locking rows gave the
 		// transaction one already): if the connection is lost during
 		// COMMIT, it tells whether the outcomes committed.
-		selectLocked: withLag("$6", `WITH {{candidates}}
+		selectLocked: withLag("$6", "$7", `WITH {{candidates}}
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), held_fence,
     `+retry.CurrentXact+`
 FROM picked ORDER BY slot_start {{order}}`),
@@ -131,7 +137,7 @@ FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $
     AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data)
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start`),
 
-		claim: withLag("$8", `WITH {{candidates}}
+		claim: withLag("$8", "$9", `WITH {{candidates}}
 UPDATE {{schema}}.slot AS s SET
     status = 'ACQUIRED', owner = $6, fence = nextval('{{schema}}.fence_seq'),
     lease_until = clock_timestamp() + $7 * interval '1 microsecond',
@@ -202,6 +208,12 @@ WHERE {{guard}}`),
 		landed: r(`SELECT s.slot_start FROM {{schema}}.slot AS s
 JOIN unnest($3::timestamptz[], $4::bigint[]) AS v(slot_start, fence) USING (slot_start)
 WHERE s.name = $1 AND s."interval" = $2 AND s.fence = v.fence AND s.status = $5 AND s.owner IS NULL`),
+
+		// The slots this owner ($3) holds with none of the fences $4: leases
+		// nobody works on (see Queue.releaseOrphans).
+		releaseOrphans: r(`UPDATE {{schema}}.slot SET
+    status = 'AVAILABLE', owner = NULL, lease_until = NULL, updated_at = clock_timestamp()
+WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND owner = $3 AND fence <> ALL($4::bigint[])`),
 
 		checkpoint: r(`UPDATE {{schema}}.slot SET data = $6, updated_at = clock_timestamp() WHERE {{guard}}`),
 

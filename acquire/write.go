@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/almanacdev/almanac/internal/retry"
 )
@@ -47,6 +48,9 @@ func (q *Queue) writeOnce(ctx context.Context, build func(b *pgx.Batch)) error {
 	build(b)
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
+	if err == nil && q.testLoseAck != nil && q.testLoseAck() {
+		return &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection (the test lost the acknowledgment)"}
+	}
 	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
 		// The statement failed inside the explicit transaction: end it here
 		// so the connection goes back to the pool clean.

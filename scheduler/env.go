@@ -32,11 +32,13 @@ var slotVars = func() []string {
 
 // isSecretEnv reports whether the variable name holds database
 // credentials, which a command gets only when Command.Env names it, even
-// with Command.EnvAll: DATABASE_URL, ALMANAC_DATABASE_URL and every
-// variable starting with PG (libpq's PGPASSWORD, PGPASSFILE, PGSERVICE,
-// PGSSLKEY, ... and the PGHOST, PGUSER that go with them).
+// with Command.EnvAll: DATABASE_URL, every ALMANAC_*_URL (such as
+// ALMANAC_LISTEN_URL) and every variable starting with PG (libpq's
+// PGPASSWORD, PGPASSFILE, PGSERVICE, PGSSLKEY, ... and the PGHOST, PGUSER
+// that go with them).
 func isSecretEnv(name string) bool {
-	return name == "DATABASE_URL" || name == "ALMANAC_DATABASE_URL" || strings.HasPrefix(name, "PG")
+	return name == "DATABASE_URL" || strings.HasPrefix(name, "ALMANAC_") && strings.HasSuffix(name, "_URL") ||
+		strings.HasPrefix(name, "PG")
 }
 
 // CheckEnv checks one Command.Env entry: NAME or NAME=value, NAME made of

@@ -61,9 +61,9 @@ var ErrCannotStart = supervisor.ErrCannotStart
 //	ALMANAC_FENCE        fencing token of this attempt (see below)
 //	ALMANAC_KEY          "<name> <slot text>", an idempotency key
 //
-// EnvAll passes the whole environment instead, except DATABASE_URL,
-// ALMANAC_DATABASE_URL and every PG* variable: those pass only when Env
-// names them.
+// EnvAll passes the whole environment instead, except DATABASE_URL, every
+// ALMANAC_*_URL (ALMANAC_LISTEN_URL) and every PG* variable: those pass
+// only when Env names them.
 //
 // # Outcome
 //

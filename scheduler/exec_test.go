@@ -66,6 +66,7 @@ func TestCommandEnvironment(t *testing.T) {
 	pgtest.URL(t) // found before the test's DATABASE_URL, which leads nowhere
 	t.Setenv("DATABASE_URL", "postgres://app:s3cret@db/prod")
 	t.Setenv("ALMANAC_DATABASE_URL", "postgres://app:s3cret@db/prod")
+	t.Setenv("ALMANAC_LISTEN_URL", "postgres://app:s3cret@db/prod")
 	t.Setenv("PGPASSWORD", "s3cret")
 	t.Setenv("PGHOST", "db")
 	t.Setenv("LC_TIME", "C")
@@ -80,7 +81,7 @@ func TestCommandEnvironment(t *testing.T) {
 	require.Equal(t, "2026-01-01T00:00:00Z/PT1M", env["ALMANAC_SLOT"])
 	require.Equal(t, "1", env["ALMANAC_ATTEMPT"])
 	require.NotEmpty(t, env["ALMANAC_FENCE"])
-	for _, name := range []string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "PGPASSWORD", "PGHOST", "REPORT_DIR", "AWS_SECRET_ACCESS_KEY", "ALMANAC_SUPERVISOR"} {
+	for _, name := range []string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "ALMANAC_LISTEN_URL", "PGPASSWORD", "PGHOST", "REPORT_DIR", "AWS_SECRET_ACCESS_KEY", "ALMANAC_SUPERVISOR"} {
 		require.NotContains(t, env, name)
 	}
 
@@ -96,7 +97,7 @@ func TestCommandEnvironment(t *testing.T) {
 	require.Equal(t, "/srv/reports", env["REPORT_DIR"])
 	require.Equal(t, "k3y", env["AWS_SECRET_ACCESS_KEY"])
 	require.Equal(t, "db", env["PGHOST"])
-	for _, name := range []string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "PGPASSWORD"} {
+	for _, name := range []string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "ALMANAC_LISTEN_URL", "PGPASSWORD"} {
 		require.NotContains(t, env, name)
 	}
 }

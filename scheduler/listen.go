@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,12 +13,27 @@ import (
 	"github.com/almanacdev/almanac/internal/wake"
 )
 
+// listenProbeTimeout bounds the wait for the listener's own test
+// notification; listenRecheck is how long a listener that got none waits
+// before it tries again (a busy server may have been slow, a pooler will
+// fail again).
+const (
+	listenProbeTimeout = 5 * time.Second
+	listenRecheck      = 10 * time.Minute
+)
+
 // listen wakes jobs when their slots become acquirable (materialize,
 // re-open, retry), on a dedicated connection outside the pool so it never
 // takes a worker's connection. After a lost connection it reconnects with
 // backoff and wakes every job, since notifications sent meanwhile are lost.
-// Behind a pooler in transaction mode LISTEN does not work; the poll
-// interval then does the waking.
+//
+// Behind a pooler in transaction mode LISTEN "succeeds" and then never
+// delivers, because the session that listens is handed to other clients
+// between transactions. So after each LISTEN the listener sends itself a
+// notification through the pool: if it does not arrive, it says once that
+// wake-ups fall back to polling (every PollInterval) and how to fix it (a
+// direct connection for listening, Options.Listen), and tries again much
+// later.
 func (s *Scheduler) listen(ctx context.Context) {
 	byKey := map[key]*job{}
 	for _, j := range s.jobs {
@@ -24,8 +41,12 @@ func (s *Scheduler) listen(ctx context.Context) {
 	}
 	channel := wake.Channel(s.opts.Schema)
 	backoff := 100 * time.Millisecond
+	warned := false
 	for ctx.Err() == nil {
 		cfg := s.pool.Config().ConnConfig.Copy()
+		if s.opts.Listen != nil {
+			cfg = s.opts.Listen.Copy()
+		}
 		// Waiting for a notification runs no query a cancel request could
 		// end: on shutdown, interrupt the read at once rather than wait for
 		// the grace a cancelling handler (acquire.ConfigurePool) would give.
@@ -34,7 +55,25 @@ func (s *Scheduler) listen(ctx context.Context) {
 		}
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
+			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize(), pgx.QueryExecModeSimpleProtocol)
+		}
+		delivered := false
+		if err == nil {
+			delivered, err = s.probeListen(ctx, conn, channel, byKey)
+		}
+		if err == nil && !delivered {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			if !warned {
+				warned = true
+				s.opts.Logger.Warn("almanac: LISTEN does not deliver wake-ups through this connection (a pooler in transaction mode?); idle workers poll instead; give a direct connection for listening (Options.Listen, almanac run --listen-url)",
+					"poll_interval", s.opts.PollInterval)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.opts.Clock.After(listenRecheck):
+			}
+			continue
 		}
 		if err == nil {
 			backoff = 100 * time.Millisecond
@@ -57,18 +96,51 @@ func (s *Scheduler) listen(ctx context.Context) {
 	}
 }
 
+// probeListen sends a notification to channel through the pool and reports
+// whether conn, which listens on it, receives it within
+// listenProbeTimeout. Wake-ups that arrive meanwhile are acted on.
+func (s *Scheduler) probeListen(ctx context.Context, conn *pgx.Conn, channel string, byKey map[key]*job) (bool, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	payload := `{"probe":"` + hex.EncodeToString(b) + `"}`
+	// The simple protocol leaves no prepared statement on a pooler's
+	// shared server connections.
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, pgx.QueryExecModeSimpleProtocol, channel, payload); err != nil {
+		return false, err
+	}
+	wait, cancel := context.WithTimeout(ctx, listenProbeTimeout)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(wait)
+		switch {
+		case err != nil && ctx.Err() == nil && wait.Err() != nil:
+			return false, nil // timed out: nothing was delivered
+		case err != nil:
+			return false, err
+		case n.Payload == payload:
+			return true, nil
+		}
+		s.notified(n, byKey)
+	}
+}
+
 func (s *Scheduler) receive(ctx context.Context, conn *pgx.Conn, byKey map[key]*job) error {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		ev, err := wake.Parse(n.Payload)
-		if err != nil {
-			continue // not ours
-		}
-		if j := byKey[key{ev.Name, ev.Interval}]; j != nil {
-			s.wake(j)
-		}
+		s.notified(n, byKey)
+	}
+}
+
+// notified wakes the job a notification is about, if any.
+func (s *Scheduler) notified(n *pgconn.Notification, byKey map[key]*job) {
+	ev, err := wake.Parse(n.Payload)
+	if err != nil {
+		return // not ours
+	}
+	if j := byKey[key{ev.Name, ev.Interval}]; j != nil {
+		s.wake(j)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/retry"
 )
 
 // Run registers the jobs' series, materializes what is due (applying the
@@ -207,11 +208,23 @@ func (s *Scheduler) unit(ctx context.Context, j *job) bool {
 // work again.
 func (s *Scheduler) errorPause() time.Duration { return min(time.Second, s.opts.PollInterval) }
 
+// outcomeRetryLimit bounds how long a lease-mode worker keeps trying to
+// record an outcome while the database is unreachable (a failover, a
+// restart): a second run of the slot is the price of giving up.
+const outcomeRetryLimit = 5 * time.Minute
+
+// afterStop is how long an outcome write may go on once the scheduler
+// stops waiting for its workers (the shutdown timeout passed).
+const afterStop = 5 * time.Second
+
 // runLease runs the lease handler under a heartbeat and records its
 // outcome, unless the handler recorded one itself. The outcome write is
 // repeated across lost connections (it is guarded by owner and fence, so
-// repeating it is safe) for up to a lease's length: an acknowledgment lost
-// with a connection must not make the slot run again when its lease expires.
+// repeating it is safe) until it is recorded, the lease is found lost, or
+// outcomeRetryLimit passes: an outcome that could not be written while the
+// database failed over must not make the slot run a second time. Other
+// workers leave an expired lease to its holder for a grace period
+// (acquire.Options.TakeoverGrace), and the holder retries eagerly.
 func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acquire.Result {
 	stop := j.queue.KeepAlive(ctx, []*acquire.Lease{l})
 	defer stop()
@@ -220,9 +233,11 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acqu
 	start := time.Now()
 	err := callLeaseHandler(hctx, j.LeaseHandler, l)
 	res := acquire.Result{Slot: l.Slot, Duration: time.Since(start), Err: err}
-	// Record the outcome even if the shutdown timeout cancelled ctx.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), j.leaseTTL())
+	// Record the outcome even if the shutdown timeout cancelled ctx, but
+	// not for long after the scheduler stopped waiting for its workers.
+	rctx, rcancel := context.WithTimeout(retry.Eager(context.WithoutCancel(ctx)), outcomeRetryLimit)
 	defer rcancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(afterStop, rcancel) })()
 	var skip *acquire.SkipError
 	var snooze *acquire.SnoozeError
 	var werr error
@@ -240,8 +255,13 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acqu
 		return res
 	case err == nil:
 		res.Outcome = acquire.Completed
-		if !l.Finished() {
+		for !l.Finished() {
+			// The completer gives up on a batch after a while; the lease's
+			// own deadline for recording is rctx's.
 			werr = j.completer.Complete(rctx, l)
+			if werr == nil || !retry.Transient(rctx, werr) {
+				break
+			}
 		}
 	case errors.As(err, &skip):
 		res.Outcome = acquire.Skipped

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/acquire"
@@ -54,8 +55,15 @@ type Options struct {
 	// OnResult, if set, is called after every slot outcome, from the
 	// worker's goroutine.
 	OnResult func(Result)
-	// Clock is the time source. Default the system clock.
+	// Clock times the scheduler's waits (triggers, polls, the shutdown
+	// timeout). What is due is decided by the database clock. Default the
+	// system clock.
 	Clock Clock
+	// Listen is where the scheduler LISTENs for wake-ups, on a connection
+	// of its own. Default: the pool's configuration. Behind a pooler in
+	// transaction mode LISTEN cannot work (the scheduler finds out, says so
+	// once and polls); give a direct connection to the server here.
+	Listen *pgx.ConnConfig
 }
 
 // Result is the outcome of one slot of one job.

@@ -213,7 +213,7 @@ func TestWakeOnReopen(t *testing.T) {
 			t.Fatal("the due slots were not run")
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // idle now
+	waitIdle(t, s) // so that only a wake-up can bring the re-opened slots to a worker
 	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
 	require.NoError(t, err)
 	from, to, ok, err := cov.Extent(context.Background())
@@ -348,11 +348,18 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(time.Minute), Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
 		Queue: acquire.Options{LeaseTTL: 300 * time.Millisecond}}))
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		// Take the slot away from under the running command.
+		// Take the slot away from under the running command, once it runs
+		// (the command writes the marker), and never after the test.
 		for {
-			time.Sleep(50 * time.Millisecond)
-			if _, err := os.Stat(marker); err == nil {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if pid, err := os.ReadFile(marker); err == nil && len(pid) > 0 {
 				_, _ = db.Pool.Exec(context.Background(), sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'COMPLETE', owner = NULL, lease_until = NULL`, db.Schema))
 				return
 			}
@@ -368,6 +375,25 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !alive(strings.TrimSpace(string(pid))) }, 5*time.Second, 50*time.Millisecond,
 		"the grandchild dies with its process group")
+}
+
+// waitIdle waits until s has no worker running and no job marked as having
+// work: the state in which only a wake-up (or the poll) sends a worker.
+func waitIdle(t *testing.T, s *Scheduler) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.running > 0 {
+			return false
+		}
+		for _, j := range s.jobs {
+			if j.hasWork {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, time.Millisecond)
 }
 
 // alive reports whether a process exists and is not a zombie.

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
@@ -94,6 +96,11 @@ type app struct {
 
 	// retryTimeout is the retry budget of the command's database calls.
 	retryTimeout time.Duration
+	// pooler and poolerText: whether connections go through a pooler.
+	pooler     almanac.Pooler
+	poolerText string
+	// listenURL is a direct connection for LISTEN (almanac run).
+	listenURL string
 }
 
 // run executes the CLI with args and returns the process exit code.
@@ -159,6 +166,10 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+migrations.DefaultSchema+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
+	flags.StringVar(&a.poolerText, "pooler", "auto",
+		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
+	flags.StringVar(&a.listenURL, "listen-url", "",
+		"a direct connection to the server for LISTEN, when --database-url goes through a pooler in transaction mode (default: $ALMANAC_LISTEN_URL)")
 	flags.DurationVar(&a.retryTimeout, "retry-timeout", defaultRetryTimeout,
 		"how long to keep trying while the database is unreachable, full or restarting, before exiting with status 3 (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
@@ -186,6 +197,21 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	}
 	if err := sqlschema.Check(a.schema); err != nil {
 		return usageError(fmt.Errorf("--schema: %w", err))
+	}
+	if !cmd.Flags().Changed("pooler") && a.getenv("ALMANAC_POOLER") != "" {
+		a.poolerText = a.getenv("ALMANAC_POOLER")
+	}
+	var err error
+	if a.pooler, err = almanac.ParsePooler(a.poolerText); err != nil {
+		return usageError(fmt.Errorf("--pooler: %w", err))
+	}
+	if !cmd.Flags().Changed("listen-url") {
+		a.listenURL = a.getenv("ALMANAC_LISTEN_URL")
+	}
+	if a.listenURL != "" {
+		if _, err := pgx.ParseConfig(a.listenURL); err != nil {
+			return usagef("--listen-url is malformed; expected e.g. postgres://user@host:5432/dbname")
+		}
 	}
 	if !cmd.Flags().Changed("retry-timeout") {
 		if text := a.getenv("ALMANAC_RETRY_TIMEOUT"); text != "" {

@@ -11,8 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/migrations"
 )
 
@@ -35,18 +34,9 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		// The URL may hold a password: name where it came from, not its text.
 		return nil, usageError(fmt.Errorf("database URL from %s is malformed; expected e.g. postgres://user@localhost:5432/dbname", a.urlFrom))
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = connectTimeout
-	}
-	cfg.MaxConns = max(2, a.poolSize)
-	acquire.ConfigurePool(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err == nil {
-		err = retry.Do(ctx, pool.Ping)
-		if err != nil {
-			pool.Close()
-		}
-	}
+	pool, err := almanac.NewPool(ctx, a.databaseURL, almanac.PoolOptions{
+		MaxConns: max(2, a.poolSize), Pooler: a.pooler, ConnectTimeout: connectTimeout,
+	})
 	if err != nil {
 		return nil, unavailableError(fmt.Errorf("cannot reach the database %s (from %s): %s",
 			describeTarget(cfg.ConnConfig.Config), a.urlFrom, connectCause(err)))

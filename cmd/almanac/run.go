@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -49,7 +50,7 @@ LANG, TZ, TMPDIR, the LC_* variables, and the slot in ALMANAC_NAME,
 ALMANAC_INTERVAL, ALMANAC_SLOT, ALMANAC_SLOT_START, ALMANAC_SLOT_END,
 ALMANAC_ATTEMPT, ALMANAC_FENCE and ALMANAC_KEY. --env NAME passes one more
 variable of almanac's environment (if set), --env NAME=value sets one, and
---env-all passes everything but DATABASE_URL, ALMANAC_DATABASE_URL and the PG*
+--env-all passes everything but DATABASE_URL, the ALMANAC_*_URL and the PG*
 variables, which pass only when named with --env.
 
 Exit status 0 completes the slot, --skip-exit-code skips it, anything else (or
@@ -155,6 +156,13 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	if leaseTTL < time.Second {
 		return usagef("--lease-ttl %q: expected at least 1s", f.leaseTTL)
 	}
+	// A sidecar cut off from the database stops its command before its
+	// lease can expire: SIGTERM, then SIGKILL --grace later, with a second
+	// to spare; at most half the lease before, so that a missed heartbeat
+	// is not taken for a partition. (With a --grace that long, a command
+	// that ignores SIGTERM may outlive the lease: keep --grace below half
+	// of --lease-ttl, less a second.)
+	stopBefore := min(grace+time.Second, leaseTTL/2-time.Millisecond)
 	catchUp, err := scheduler.ParseCatchUp(f.catchUp)
 	if err != nil {
 		return usageError(fmt.Errorf("--catch-up: %w", err))
@@ -231,13 +239,17 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	if a.json {
 		logger = slog.New(slog.NewJSONHandler(a.stderr, nil))
 	}
+	var listen *pgx.ConnConfig
+	if a.listenURL != "" {
+		listen, _ = pgx.ParseConfig(a.listenURL) // checked with the global flags
+	}
 	s := scheduler.New(pool, scheduler.Options{
-		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace,
+		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace, Listen: listen,
 	})
 	job := scheduler.Job{
 		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: scheduler.Lease,
 		LeaseHandler: command.LeaseHandler(),
-		Queue:        acquire.Options{LeaseTTL: leaseTTL, MaxAttempts: f.maxAttempts},
+		Queue:        acquire.Options{LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
 	}
 	if err := s.Add(job); err != nil {
 		return usageError(err)

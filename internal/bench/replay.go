@@ -111,13 +111,13 @@ type lockedSQL struct {
 // Positions of the arguments a replay changes; replay fails with a clear
 // error when acquire's statements no longer have this shape.
 const (
-	selectArgs     = 6 // name, interval, max, from, to, lag
+	selectArgs     = 7 // name, interval, max, from, to, lag, takeover grace
 	selectMax      = 2
 	finishArgs     = 10 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data
 	finishStarts   = 2
 	finishFences   = 4
 	finishAttempts = 5
-	claimArgs      = 8 // name, interval, n, from, to, owner, ttl, lag
+	claimArgs      = 9 // name, interval, n, from, to, owner, ttl, lag, takeover grace
 	claimN         = 2
 	completeArgs   = 5 // name, interval, starts, owner, fences
 	completeStarts = 2

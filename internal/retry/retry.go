@@ -132,6 +132,17 @@ func budget(ctx context.Context) time.Duration {
 	return d
 }
 
+// eagerKey marks a context whose retries are not slowed down.
+type eagerKey struct{}
+
+// Eager returns a context whose Do calls retry at least every
+// eagerMaxDelay: for writes that race other workers once the database is
+// back, such as a lease holder recording its outcome after a failover.
+func Eager(ctx context.Context) context.Context { return context.WithValue(ctx, eagerKey{}, true) }
+
+// eagerMaxDelay caps the backoff of Eager contexts.
+const eagerMaxDelay = 250 * time.Millisecond
+
 // hookKey carries the function told about each retry.
 type hookKey struct{}
 
@@ -150,6 +161,10 @@ func OnRetry(ctx context.Context, fn func(err error, attempt int, wait time.Dura
 func Do(ctx context.Context, op func(ctx context.Context) error) error {
 	limit := budget(ctx)
 	hook, _ := ctx.Value(hookKey{}).(func(error, int, time.Duration))
+	ceiling := maxDelay
+	if eager, _ := ctx.Value(eagerKey{}).(bool); eager {
+		ceiling = eagerMaxDelay
+	}
 	var first time.Time
 	delay := minDelay
 	for attempt := 1; ; attempt++ {
@@ -175,7 +190,7 @@ func Do(ctx context.Context, op func(ctx context.Context) error) error {
 			return errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
-		delay = min(2*delay, maxDelay)
+		delay = min(2*delay, ceiling)
 	}
 }
 

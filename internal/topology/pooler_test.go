@@ -52,6 +52,7 @@ func TestPgBouncer(t *testing.T) {
 				p.url += "&" + c.params
 			}
 			t.Run("library", p.library)
+			t.Run("named statements refused", p.namedStatements)
 			t.Run("sidecar", p.sidecar)
 			t.Run("wake", p.wake)
 		})
@@ -80,10 +81,10 @@ type poolerCase struct {
 func (p *poolerCase) library(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(p.url)
-	require.NoError(t, err)
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	// The pool an application opens with almanac: it finds the pooler and
+	// runs its statements, and the handlers', without named prepared
+	// statements.
+	pool, err := almanac.NewPool(ctx, p.url, almanac.PoolOptions{MaxConns: 8})
 	require.NoError(t, err)
 	defer pool.Close()
 	client, err := almanac.New(pool, almanac.Options{Schema: p.schema, Concurrency: 4})
@@ -142,6 +143,30 @@ func (p *poolerCase) library(t *testing.T) {
 	require.Equal(t, 3*perSeries, complete)
 	require.Equal(t, 0, dups, "slots with more than one effect")
 	require.Equal(t, 3*perSeries, effects)
+}
+
+// namedStatements: a pool of the application's own making that prepares
+// named statements (pgx's default) through a pooler is refused with
+// ErrPooler at the first call, deterministically, instead of failing at
+// random through transaction pooling; said to pool sessions, it is used.
+func (p *poolerCase) namedStatements(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, p.url)
+	require.NoError(t, err)
+	defer pool.Close()
+	client, err := almanac.New(pool, almanac.Options{Schema: p.schema})
+	require.NoError(t, err)
+	if strings.Contains(p.url, "default_query_exec_mode") {
+		require.NoError(t, client.Migrate(ctx), "no named statements: nothing to refuse")
+		return
+	}
+	require.ErrorIs(t, client.Migrate(ctx), almanac.ErrPooler)
+	if p.mode == Session {
+		client, err = almanac.New(pool, almanac.Options{Schema: p.schema, Pooler: almanac.PoolerSession})
+		require.NoError(t, err)
+		require.NoError(t, client.Migrate(ctx))
+	}
 }
 
 // sidecar runs `almanac run --once` through the pooler over 30 slots: each
@@ -217,7 +242,7 @@ func (p *poolerCase) wakeWith(t *testing.T, name string, flags []string, listens
 	before := len(readRuns(t, runs))
 	var reopenedAt time.Time
 	require.NoError(t, p.direct.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&reopenedAt))
-	pool, err := pgxpool.New(ctx, p.url)
+	pool, err := almanac.NewPool(ctx, p.url, almanac.PoolOptions{})
 	require.NoError(t, err)
 	defer pool.Close()
 	client, err := almanac.New(pool, almanac.Options{Schema: p.schema})

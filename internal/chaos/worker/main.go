@@ -181,8 +181,11 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		w.queue, err = acquire.New(ctx, pool, def.Grid, acquire.Options{
 			Schema: cfg.schema, From: cfg.from, To: cfg.to,
 			MaxWork: 10 * cfg.workMax, DeadMan: cfg.deadMan, LeaseTTL: cfg.leaseTTL,
-			Retry:  acquire.Exponential(100*time.Millisecond, 500*time.Millisecond, 0.5),
-			Logger: logger,
+			// Frozen holders are taken over as soon as their lease ends, so
+			// that every round exercises takeovers and fencing.
+			TakeoverGrace: -1,
+			Retry:         acquire.Exponential(100*time.Millisecond, 500*time.Millisecond, 0.5),
+			Logger:        logger,
 		})
 		return err
 	})
