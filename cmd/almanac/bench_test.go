@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -11,7 +14,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/bench"
+	"github.com/almanacdev/almanac/internal/pgtest"
 )
+
+// envRunAsCLI makes the test binary act as the almanac command line: the
+// bench's memory scenario runs almanac as a subprocess, and in tests the
+// only almanac binary at hand is this one.
+const envRunAsCLI = "ALMANAC_TEST_RUN_AS_CLI"
+
+func init() {
+	if os.Getenv(envRunAsCLI) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	}
+}
 
 // quickRows are the rows of a quick run, in order.
 var quickRows = []string{
@@ -27,16 +42,14 @@ var quickRows = []string{
 // not checked; they mean nothing at these sizes. River's rows may be
 // skipped, with the reason logged, where bench/river cannot be built (no
 // go command, or River neither in the module cache nor downloadable).
-//
-// It runs the built binary, not this test binary: the memory scenario runs
-// almanac as a subprocess (os.Executable), whose sidecar starts a
-// supervisor per slot, again from its own binary, and a race-instrumented
-// test binary takes about a second to start on a busy machine.
 func TestBenchQuick(t *testing.T) {
-	bin := buildAlmanac(t)
-	p := start(t, bin, "bench", "--quick", "--repeats", "2", "--json")
-	require.Equal(t, 0, p.wait(t, 3*time.Minute), "stderr: %s", p.stderr)
-	out := p.stdout
+	t.Setenv(envRunAsCLI, "1") // for the subprocesses only: init has run
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	env := map[string]string{"DATABASE_URL": pgtest.URL(t)}
+	code := run(ctx, []string{"bench", "--quick", "--repeats", "2", "--json"}, &out, &errOut, func(k string) string { return env[k] })
+	require.Equal(t, 0, code, "stderr: %s", errOut.String())
 
 	var rep bench.Report
 	require.NoError(t, json.Unmarshal(out.Bytes(), &rep), out.String())

@@ -25,7 +25,9 @@ func init() {
 	// it ends: fork from this one, the main thread, which lives as long as
 	// the process.
 	runtime.LockOSThread()
-	os.Exit(supervise(os.Args[1], os.Args[2:]))
+	// syscall.Exit, not os.Exit: there is nothing to flush, and a
+	// race-instrumented build (a test binary) sleeps a second in os.Exit.
+	syscall.Exit(supervise(os.Args[1], os.Args[2:]))
 }
 
 // supervise runs the command path with argv and reports its status on the
