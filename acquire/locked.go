@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac/internal/safetext"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -47,7 +49,7 @@ type Handler func(ctx context.Context, tx pgx.Tx, s Slot) error
 // held connection stopped answering pings; the slot's transaction is gone.
 var ErrConnectionLost = errors.New("held connection lost")
 
-// maxMessage bounds the failure text stored on a slot.
+// maxMessage bounds the failure text stored on a slot, in bytes.
 const maxMessage = 4096
 
 // errMaxWork is the cause of a handler context cancelled because the
@@ -569,14 +571,11 @@ func outcomeColumns(r Result) (status string, failCount int, message *string, de
 	return "", 0, nil, nil, nil, fmt.Errorf("acquire: no columns for outcome %q", r.Outcome)
 }
 
-// boundText returns s as it can be stored as a slot's message: at most
-// maxMessage bytes.
-func boundText(s string) string {
-	if len(s) > maxMessage {
-		s = s[:maxMessage]
-	}
-	return s
-}
+// boundText returns s as it can be stored as a slot's message: passwords
+// redacted, valid UTF-8 without NUL or other control characters but
+// newline and tab, at most maxMessage bytes. A handler's error text can be
+// anything; the write that records it must not fail because of it.
+func boundText(s string) string { return safetext.Head(redact.String(s), maxMessage) }
 
 // snoozeData marshals the checkpoint a snooze carries, if any.
 func snoozeData(err error) (*string, error) {

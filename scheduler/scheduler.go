@@ -184,6 +184,8 @@ func (s *Scheduler) prepare(ctx context.Context) error {
 		qopts := j.Queue
 		qopts.Schema = s.opts.Schema
 		qopts.Lag = j.Lag
+		// Start and End bound what the job acquires, not only what it
+		// materializes: older open slots are not its work.
 		if qopts.From.IsZero() && !j.Start.IsZero() {
 			qopts.From = j.Start
 		}

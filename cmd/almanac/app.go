@@ -22,7 +22,7 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// Exit codes, a contract with scripts (DESIGN.md section 7).
+// Exit codes, a contract with scripts (the root command's help lists them).
 const (
 	exitOK          = 0
 	exitProblem     = 1 // the operation ran and found a problem

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,6 +52,10 @@ func TestBadInputBinary(t *testing.T) {
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET not_before = 'infinity', fail_count = 3 WHERE slot_start = '2026-03-01T01:05:00Z'`)
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET not_before = now() + interval '1 hour', fail_count = 1 WHERE slot_start = '2026-03-01T01:10:00Z'`)
 	before := databaseState(t, schema)
+	notExecutable := filepath.Join(t.TempDir(), "report.sh")
+	require.NoError(t, os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644))
+	badInterpreter := filepath.Join(t.TempDir(), "fill.py")
+	require.NoError(t, os.WriteFile(badInterpreter, []byte("#!/usr/bin/pyhton3\n"), 0o755))
 
 	s := func(args ...string) []string { return append([]string{"--schema", schema}, args...) }
 	on := func(cmd, name, iv string, extra ...string) []string {
@@ -152,6 +157,19 @@ func TestBadInputBinary(t *testing.T) {
 		bad("10240 bytes", s("run", huge, "--interval", "PT5M", "--", "true")...),
 		bad(`"a\nb"`, s("run", "a\nb", "--interval", "PT5M", "--", "true")...),
 		bad("registered with zone Europe/Berlin", s("run", "berlin", "--interval", "P1D", "--tz", "UTC", "--", "true")...),
+		// run: new flags and commands that cannot start, refused before
+		// the series is registered.
+		bad(`--timeout "-1s"`, s("run", "x", "--interval", "PT5M", "--timeout", "-1s", "--", "true")...),
+		bad(`--timeout "P1D"`, s("run", "x", "--interval", "PT5M", "--timeout", "P1D", "--", "true")...),
+		bad(`--env: invalid environment entry "1X"`, s("run", "x", "--interval", "PT5M", "--env", "1X", "--", "true")...),
+		bad(`"=value"`, s("run", "x", "--interval", "PT5M", "--env", "=value", "--", "true")...),
+		bad(`"BAD-NAME=1"`, s("run", "x", "--interval", "PT5M", "--env", "BAD-NAME=1", "--", "true")...),
+		bad(`"ALMANAC_SLOT=x": ALMANAC_SLOT is set by almanac`, s("run", "x", "--interval", "PT5M", "--env", "ALMANAC_SLOT=x", "--", "true")...),
+		bad(`"no-such-command-almanac" not found in PATH`, s("run", "x", "--interval", "PT5M", "--", "no-such-command-almanac")...),
+		bad(`"./reprot.sh" does not exist`, s("run", "x", "--interval", "PT5M", "--", "./reprot.sh")...),
+		bad(`is a directory`, s("run", "x", "--interval", "PT5M", "--", os.TempDir())...),
+		bad(`is not executable`, s("run", "x", "--interval", "PT5M", "--", notExecutable)...),
+		bad(`names the interpreter "/usr/bin/pyhton3", which does not exist`, s("run", "x", "--interval", "PT5M", "--", badInterpreter)...),
 
 		// Schema names: quoted as identifiers, so an injection attempt is
 		// just a schema that does not exist (exit 3: migrate it first),
@@ -214,6 +232,8 @@ func TestBadInputNUL(t *testing.T) {
 		append([]string{"retry", "a\x00b", "--interval", "PT5M"}, day...),
 		append([]string{"skip", "a\x00b", "--interval", "PT5M", "--reason", "r"}, day...),
 		{"run", "a\x00b", "--interval", "PT5M", "--", "true"},
+		{"run", "x", "--interval", "PT5M", "--env", "a\x00b", "--", "true"},
+		{"run", "x", "--interval", "PT5M", "--", "a\x00b"},
 	} {
 		r := cli(t, append([]string{"--schema", schema}, args...)...)
 		require.Equal(t, exitUsage, r.code, "%q: %s", args, r.stderr)

@@ -38,7 +38,7 @@ offset, then the interval or the end).
 
 ` + rangeHelp,
 		Example: `  almanac skip billing --interval P1D --slot 2026-12-25T00:00:00+01:00/P1D --reason holiday
-  almanac skip sensor_report --interval PT5M --from 2026-03-01T02:00Z --to 2026-03-01T03:00Z --reason "sensor outage"`,
+  almanac skip sensor_report --interval PT5M --from 2026-03-01T02:00:00Z --to 2026-03-01T03:00:00Z --reason "sensor outage"`,
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
