@@ -149,16 +149,16 @@ type slotRow struct {
 	data               []byte
 	message            *string
 	tookOver           bool
-	fence              int64
+	fence, generation  int64
 }
 
 func (r *slotRow) dest() []any {
-	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence}
+	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence, &r.generation}
 }
 
 func (r *slotRow) slot(q *Queue) Slot {
 	s := Slot{
-		Name: q.name, Fence: r.fence, Attempt: r.attempts, FailCount: r.failures, TookOver: r.tookOver,
+		Name: q.name, Fence: r.fence, Generation: r.generation, Attempt: r.attempts, FailCount: r.failures, TookOver: r.tookOver,
 	}
 	loc := q.grid.Location()
 	s.Slot = slot.Slot{Start: r.start.In(loc), End: r.end.In(loc), Interval: q.grid.Interval()}
@@ -342,6 +342,8 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 		messages []*string
 		delays   []*int64
 		data     []*string
+		events   []string
+		tookOver []time.Time
 	)
 	for _, r := range results {
 		if r.Outcome == Abandoned {
@@ -366,11 +368,16 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 		messages = append(messages, message)
 		delays = append(delays, delay)
 		data = append(data, saved)
+		events = append(events, r.Outcome.event())
+		if s.TookOver {
+			tookOver = append(tookOver, s.Start)
+		}
 	}
 	if len(starts) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays, data)
+	_, err := tx.Exec(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays, data,
+		events, q.opts.Owner, tookOver)
 	if err != nil {
 		return fmt.Errorf("acquire: record outcomes: %w", err)
 	}
@@ -445,7 +452,7 @@ func (q *Queue) recordTimeouts(ctx context.Context, results []Result, cause erro
 		werr := q.write(ctx, func(b *pgx.Batch) {
 			b.Queue(`SELECT set_config('lock_timeout', '2s', true)`)
 			b.Queue(q.sql.failOutOfBand, q.name, q.interval, r.Slot.Start, r.Slot.heldFence, r.Slot.Fence,
-				r.Slot.Attempt, failCount, message, delay).Exec(func(tag pgconn.CommandTag) error {
+				r.Slot.Attempt, failCount, message, delay, q.opts.Owner).Exec(func(tag pgconn.CommandTag) error {
 				affected = tag.RowsAffected()
 				return nil
 			})
