@@ -113,7 +113,7 @@ type lockedSQL struct {
 const (
 	selectArgs     = 5 // name, interval, max, from, to
 	selectMax      = 2
-	finishArgs     = 10 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data
+	finishArgs     = 13 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data, events, owner, took over
 	finishStarts   = 2
 	finishFences   = 4
 	finishAttempts = 5
@@ -172,11 +172,11 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, er
 		return 0, err
 	}
 	for rows.Next() {
-		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, held_fence
+		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, held_fence
 		var start time.Time
 		var attempt int
 		var fence int64
-		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil); err != nil {
+		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -279,10 +279,10 @@ func (l leaseSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, err
 	var fences []int64
 	err := sendUnit(ctx, pool, l.claim, l.claimAt, claimArgs, func(rows pgx.Rows) error {
 		for rows.Next() {
-			// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, lease_until
+			// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until
 			var start time.Time
 			var fence int64
-			if err := rows.Scan(&start, nil, nil, nil, nil, nil, nil, &fence, nil); err != nil {
+			if err := rows.Scan(&start, nil, nil, nil, nil, nil, nil, &fence, nil, nil); err != nil {
 				return err
 			}
 			starts, fences = append(starts, start), append(fences, fence)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
@@ -79,6 +81,23 @@ func (s *schema) exec(ctx context.Context, sql string, args ...any) (int64, erro
 	return tag.RowsAffected(), err
 }
 
+// execAsEngine runs sql like exec, in a transaction marked as almanac's own
+// (almanac.engine), as the engine's writes are: the slot table's plain-SQL
+// triggers, which would wake workers and write history for every row, stay
+// out of it.
+func (s *schema) execAsEngine(ctx context.Context, sql string, args ...any) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.e.admin, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('almanac.engine', 'on', true)`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, sqlschema.Render(sql, s.name), args...)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
 // count runs a query returning one number.
 func (s *schema) count(ctx context.Context, sql string, args ...any) (int64, error) {
 	var n int64
@@ -88,7 +107,7 @@ func (s *schema) count(ctx context.Context, sql string, args ...any) (int64, err
 
 // load inserts the first n slots of grid with status in one statement.
 func (s *schema) load(ctx context.Context, grid slot.Series, n int, status string) error {
-	_, err := s.exec(ctx, `INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status)
+	_, err := s.execAsEngine(ctx, `INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status)
 		SELECT $1, $2, $3::timestamptz + g * interval '1 minute', $3::timestamptz + (g + 1) * interval '1 minute', $5
 		FROM generate_series(0, $4::int - 1) AS g`, grid.Name(), grid.Interval().String(), origin, n, status)
 	if err != nil {
@@ -97,11 +116,11 @@ func (s *schema) load(ctx context.Context, grid slot.Series, n int, status strin
 	return nil
 }
 
-// fresh empties the slot table, loads the first n slots of grid with
-// status (none for n = 0), vacuums and checkpoints: the state every
-// measurement starts from.
+// fresh empties the slot table and the history, loads the first n slots of
+// grid with status (none for n = 0), vacuums and checkpoints: the state
+// every measurement starts from.
 func (s *schema) fresh(ctx context.Context, grid slot.Series, n int, status string) error {
-	if _, err := s.exec(ctx, `TRUNCATE {{schema}}.slot`); err != nil {
+	if _, err := s.exec(ctx, `TRUNCATE {{schema}}.slot, {{schema}}.slot_event`); err != nil {
 		return fmt.Errorf("truncate: %w", err)
 	}
 	if n > 0 {
