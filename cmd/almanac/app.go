@@ -76,6 +76,7 @@ type app struct {
 	urlFrom     string // where databaseURL came from, for error messages
 	schema      string
 	json        bool
+	actor       string // --actor of the commands that change slots
 
 	// started is set once a command's own code runs. An error before that
 	// comes from parsing the command line (unknown command, bad flag, wrong
@@ -149,7 +150,8 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+migrations.DefaultSchema+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
-		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(), a.runCommand(),
+		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(),
+		a.historyCommand(), a.runCommand(),
 		a.demoCommand(), a.benchCommand())
 	return root
 }

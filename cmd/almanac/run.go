@@ -33,7 +33,9 @@ func (a *app) runCommand() *cobra.Command {
 slots are materialized when due (slot_end + --lag <= now, or on --schedule),
 held in lease mode with heartbeats, and the command gets the slot in its
 environment: ALMANAC_NAME, ALMANAC_INTERVAL, ALMANAC_SLOT, ALMANAC_SLOT_START,
-ALMANAC_SLOT_END, ALMANAC_ATTEMPT, ALMANAC_FENCE, ALMANAC_KEY.
+ALMANAC_SLOT_END, ALMANAC_ATTEMPT, ALMANAC_GENERATION, ALMANAC_FENCE, ALMANAC_KEY
+(once per slot) and ALMANAC_COMPUTATION_KEY (once per computation: it changes
+when the slot is re-opened, and ALMANAC_ATTEMPT starts again at 1).
 
 Exit status 0 completes the slot, --skip-exit-code skips it, anything else (or
 a signal) is a failure retried with backoff, the tail of stderr kept as the
