@@ -103,6 +103,19 @@ func TestPlainSQLReopenWakesIdleWorker(t *testing.T) {
 	median := latencies[len(latencies)/2]
 	t.Logf("plain-SQL re-open to completion, database clock: median %v, min %v, max %v", median, latencies[0], latencies[len(latencies)-1])
 	require.LessOrEqual(t, median, 100*time.Millisecond)
+
+	// A slot inserted by plain SQL wakes it too.
+	_, err = db.Pool.Exec(ctx, sqlschema.Render(`DELETE FROM {{schema}}.slot WHERE slot_start = $1`, db.Schema), from)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end)
+		VALUES ('wake', 'PT1M', $1, $2)`, db.Schema), from, from.Add(time.Minute))
+	require.NoError(t, err)
+	select {
+	case got := <-done:
+		require.True(t, got.Equal(from))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the idle worker was not woken by the plain-SQL insert")
+	}
 }
 
 // TestClientHistory: the root client shows a slot's history and prunes it.

@@ -131,10 +131,10 @@ func TestFreeTextIsChecked(t *testing.T) {
 	require.Zero(t, f.exec(`SELECT FROM {{schema}}.slot`))
 }
 
-// TestPlainSQLIsAClient: plain SQL that inserts AVAILABLE slots or makes
-// slots AVAILABLE wakes listening workers once per transaction and series;
-// an UPDATE that re-opens a slot does what Reopen does to the columns it
-// leaves alone and is recorded with its actor.
+// TestPlainSQLIsAClient: a plain SQL insert wakes the schema's listening
+// workers once per statement, an UPDATE that makes slots AVAILABLE once per
+// transaction and series; an UPDATE that re-opens a slot does what Reopen
+// does to the columns it leaves alone and is recorded with its actor.
 func TestPlainSQLIsAClient(t *testing.T) {
 	f := newFixture(t, series(t, "plain", "PT1M", "UTC", time.Time{}), Options{})
 	ctx := context.Background()
@@ -161,7 +161,13 @@ func TestPlainSQLIsAClient(t *testing.T) {
 
 	f.exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end)
 		SELECT 'plain', 'PT1M', s, s + interval '1 minute' FROM generate_series($1::timestamptz, $2, interval '1 minute') AS s`, at(0), at(3))
-	require.Equal(t, wake.Event{Name: "plain", Interval: "PT1M", Reason: "sql"}, next(), "one notification for the insert")
+	require.Equal(t, wake.Event{Reason: "sql"}, next(), "one notification for the insert, for every series")
+	sentinel()
+	f.exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end) VALUES ('plain', 'PT1M', $1, $2) ON CONFLICT DO NOTHING`, at(0), at(1))
+	require.Equal(t, wake.Event{Reason: "sql"}, next(), "a statement that inserted nothing wakes workers in vain, harmlessly")
+	_, err := f.c.Materialize(ctx, at(4), at(5), MaterializeOptions{})
+	require.NoError(t, err)
+	require.Equal(t, wake.Event{Name: "plain", Interval: "PT1M", Reason: "materialize"}, next(), "almanac's own insert: its own notification only")
 	sentinel()
 	require.Empty(t, f.history(at(0)).Events, "an insert is not an event: created_at records it")
 

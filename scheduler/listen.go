@@ -67,6 +67,10 @@ func (s *Scheduler) receive(ctx context.Context, conn *pgx.Conn, byKey map[key]*
 		if err != nil {
 			continue // not ours
 		}
+		if ev.Name == "" {
+			s.wakeAll() // a plain SQL insert, of any series
+			continue
+		}
 		if j := byKey[key{ev.Name, ev.Interval}]; j != nil {
 			s.wake(j)
 		}
