@@ -246,8 +246,8 @@ func TestStatus(t *testing.T) {
 
 	st, err := f.c.Status(ctx, from, to.Add(5*time.Minute))
 	require.NoError(t, err)
-	// The last message written on an unfinished or skipped slot: the
-	// backoff of slot 13 (written after the parking of 12).
+	// The last message written on an open slot: the backoff of slot 13
+	// (written after the parking of 12).
 	require.NotNil(t, st.LastNote)
 	require.Equal(t, Note{Start: at(13), Status: StatusAvailable, Message: "flaky"},
 		Note{Start: st.LastNote.Start.UTC(), Status: st.LastNote.Status, Parked: st.LastNote.Parked, Message: st.LastNote.Message})

@@ -193,9 +193,9 @@ var skipLogged = `,
 logged AS (` + logEvent + `
 	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed)`
 
-// counts also finds the unfinished slot whose message was written last:
-// only the rows with a message are sorted, and the winner's columns are
-// read by its key.
+// counts also finds the open slot whose message was written last: only the
+// open rows with a message are sorted, and the winner's columns are read by
+// its key.
 const counts = `WITH c AS (SELECT
 	count(*) FILTER (WHERE s.status = 'COMPLETE') AS complete,
 	count(*) FILTER (WHERE s.status = 'SKIP') AS skip,
@@ -206,7 +206,7 @@ const counts = `WITH c AS (SELECT
 	count(*) FILTER (WHERE s.status = 'ACQUIRED' AND s.lease_until < now_.t) AS expired,
 	min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')) AS oldest,
 	max(s.completed_at) AS last,
-	(array_agg(s.slot_start ORDER BY s.updated_at DESC) FILTER (WHERE s.status <> 'COMPLETE' AND s.message IS NOT NULL))[1] AS noted
+	(array_agg(s.slot_start ORDER BY s.updated_at DESC) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED') AND s.message IS NOT NULL))[1] AS noted
 FROM {{schema}}.slot s, (SELECT clock_timestamp() AS t) now_
 WHERE ` + inRange + `)
 SELECT c.complete, c.skip, c.available, c.backoff, c.parked, c.acquired, c.expired, c.oldest, c.last,

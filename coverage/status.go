@@ -31,8 +31,11 @@ type Counts struct {
 	// slots, zero if none.
 	LastCompleted time.Time
 	// LastNote is the most recently written message among the range's
-	// unfinished and skipped slots: the last failure, parking, skip or
-	// re-open reason still standing. Nil when none of them has a message.
+	// open slots (AVAILABLE or ACQUIRED): the last failure, parking or
+	// re-open reason still standing, the likeliest explanation of what is
+	// not done yet. Nil when none of them has a message. Skip reasons are
+	// left out: a catch-up policy can skip millions of slots, which would
+	// all have to be sorted.
 	LastNote *Note
 }
 

@@ -34,7 +34,7 @@ type statusResult struct {
 	LastNote       *noteJSON `json:"last_note"`
 }
 
-// noteJSON is the last message written on an unfinished or skipped slot.
+// noteJSON is the last message written on an open slot.
 type noteJSON struct {
 	Slot    string `json:"slot"`
 	Status  string `json:"status"`
@@ -70,8 +70,8 @@ func (a *app) statusCommand() *cobra.Command {
 the end of the last — by state (complete, skipped, available, in backoff,
 parked, acquired under a lease), the missing ones, the share finished
 (complete or skipped), the oldest open slot, the last completion, and the
-last note: the message written last on a slot not complete (a failure, a
-parking, a skip or re-open reason). See history for a slot's whole story.
+last note: the message written last on an open slot (a failure, a parking,
+a re-open reason). See history for a slot's whole story.
 
 Slots a locked-mode worker is processing count as available: their row lock
 is invisible to a read-only report.
