@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
@@ -81,23 +79,6 @@ func (s *schema) exec(ctx context.Context, sql string, args ...any) (int64, erro
 	return tag.RowsAffected(), err
 }
 
-// execAsEngine runs sql like exec, in a transaction marked as almanac's own
-// (almanac.engine), as the engine's writes are: the slot table's plain-SQL
-// triggers, which would wake workers and write history for every row, stay
-// out of it.
-func (s *schema) execAsEngine(ctx context.Context, sql string, args ...any) (int64, error) {
-	var n int64
-	err := pgx.BeginFunc(ctx, s.e.admin, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('almanac.engine', 'on', true)`); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, sqlschema.Render(sql, s.name), args...)
-		n = tag.RowsAffected()
-		return err
-	})
-	return n, err
-}
-
 // count runs a query returning one number.
 func (s *schema) count(ctx context.Context, sql string, args ...any) (int64, error) {
 	var n int64
@@ -107,7 +88,7 @@ func (s *schema) count(ctx context.Context, sql string, args ...any) (int64, err
 
 // load inserts the first n slots of grid with status in one statement.
 func (s *schema) load(ctx context.Context, grid slot.Series, n int, status string) error {
-	_, err := s.execAsEngine(ctx, `INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status)
+	_, err := s.exec(ctx, `INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status)
 		SELECT $1, $2, $3::timestamptz + g * interval '1 minute', $3::timestamptz + (g + 1) * interval '1 minute', $5
 		FROM generate_series(0, $4::int - 1) AS g`, grid.Name(), grid.Interval().String(), origin, n, status)
 	if err != nil {
