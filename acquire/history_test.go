@@ -223,3 +223,31 @@ func TestEngineWritesSkipTheTriggers(t *testing.T) {
 	require.Equal(t, "sentinel", ev.Name, "the engine's writes sent nothing")
 	require.Zero(t, f.count(`SELECT count(*) FROM {{schema}}.slot_event WHERE event = 'changed_by_sql'`))
 }
+
+// TestBatchTakeoversAreRecorded: a locked batch that takes expired leases
+// over records the lost run of each, with its owner and fence.
+func TestBatchTakeoversAreRecorded(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	first := f.queue(Options{})
+	leases, err := first.Claim(ctx, 2)
+	require.NoError(t, err)
+	f.exec(`UPDATE {{schema}}.slot SET lease_until = clock_timestamp() - interval '1 second' WHERE status = 'ACQUIRED'`)
+	second := f.queue(Options{})
+	results, err := second.RunBatch(ctx, 3, func(context.Context, pgx.Tx, Slot) error { return nil })
+	require.NoError(t, err)
+	require.Len(t, results, 3)
+	o1, o2 := first.Owner().String(), second.Owner().String()
+	var want []event
+	for i, r := range results {
+		m := r.Slot.Start.Minute()
+		if i < 2 {
+			require.True(t, r.Slot.TookOver)
+			want = append(want, event{m, "taken_over", 1, o1, leases[m].Fence, 1, "lease expired; taken over by a locked-mode worker"},
+				event{m, "completed", 1, o2, r.Slot.Fence, 2, ""})
+		} else {
+			want = append(want, event{m, "completed", 1, o2, r.Slot.Fence, 1, ""})
+		}
+	}
+	require.ElementsMatch(t, want, f.events())
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/almanacdev/almanac/slot"
 )
@@ -128,10 +129,11 @@ func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, e
 	var out []Slot
 	var r slotRow
 	var heldFence int64
-	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence), func() error {
+	var heldOwner pgtype.UUID
+	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner), func() error {
 		s := r.slot(q)
 		// Locked mode writes attempts at the end: this run is one more.
-		s.Attempt, s.heldFence = r.attempts+1, heldFence
+		s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
 		out = append(out, s)
 		return nil
 	})
@@ -343,7 +345,8 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 		delays   []*int64
 		data     []*string
 		events   []string
-		tookOver []time.Time
+		owners   []pgtype.UUID // of the expired leases taken over, else NULL
+		held     []int64       // their fences
 	)
 	for _, r := range results {
 		if r.Outcome == Abandoned {
@@ -369,15 +372,23 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 		delays = append(delays, delay)
 		data = append(data, saved)
 		events = append(events, r.Outcome.event())
+		var owner pgtype.UUID
 		if s.TookOver {
-			tookOver = append(tookOver, s.Start)
+			owner = s.heldOwner
 		}
+		owners, held = append(owners, owner), append(held, s.heldFence)
 	}
-	if len(starts) == 0 {
+	var err error
+	switch len(starts) {
+	case 0:
 		return nil
+	case 1:
+		_, err = tx.Exec(ctx, q.sql.finishOne, q.name, q.interval, starts[0], statuses[0], fences[0], attempts[0], failures[0],
+			messages[0], delays[0], data[0], events[0], q.opts.Owner, owners[0], held[0])
+	default:
+		_, err = tx.Exec(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays, data,
+			events, q.opts.Owner, owners, held)
 	}
-	_, err := tx.Exec(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays, data,
-		events, q.opts.Owner, tookOver)
 	if err != nil {
 		return fmt.Errorf("acquire: record outcomes: %w", err)
 	}

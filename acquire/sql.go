@@ -1,6 +1,7 @@
 package acquire
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -13,6 +14,7 @@ type statements struct {
 	lockedBegin string
 	selectLocked,
 	finishLocked,
+	finishOne,
 	claim,
 	extend,
 	complete,
@@ -72,6 +74,9 @@ const notBefore = `CASE WHEN %[1]s IS NULL THEN NULL
 // ours, with the token we were given.
 const guard = `name = $1 AND "interval" = $2 AND slot_start = $3 AND status = 'ACQUIRED' AND owner = $4 AND fence = $5`
 
+// takenByLocked is the message of a locked-mode takeover's event.
+const takenByLocked = `'lease expired; taken over by a locked-mode worker'`
+
 // logEvent starts the insert of history rows (slot_event). Every outcome is
 // recorded by the statement that writes it, from the rows that statement
 // changed: set-based, in the same round trip, and only if the write
@@ -122,16 +127,17 @@ SET LOCAL tcp_keepalives_count = 3;
 SET LOCAL tcp_user_timeout = %d`,
 
 		selectLocked: r(`WITH {{candidates}}
-SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), generation, held_fence
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), generation,
+    held_fence, held_owner
 FROM picked ORDER BY slot_start {{order}}`),
 
 		// The one write of a locked-mode run: every outcome of the batch in
 		// one statement, values computed by the worker from the locked rows
 		// except the clock-based ones, and their history: one event per
 		// outcome ($11, by $12, the queue's owner), and one per expired
-		// lease the batch took over ($13), read from the rows as they were
-		// before this statement (its snapshot) and dated at the start of
-		// the transaction, when the batch took them.
+		// lease the batch took over (its owner $13 and fence $14, NULL for
+		// the others), dated at the start of the transaction, when the
+		// batch took them.
 		finishLocked: r(`WITH d AS (
 UPDATE {{schema}}.slot AS s SET
     status = v.status, fence = v.fence, attempts = v.attempts, fail_count = v.fail_count,
@@ -140,20 +146,43 @@ UPDATE {{schema}}.slot AS s SET
     data = coalesce(v.data, s.data),
     completed_at = CASE WHEN v.status = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
     updated_at = clock_timestamp()
-FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::jsonb[], $11::text[])
-    AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data, event)
+FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::jsonb[], $11::text[],
+        $13::uuid[], $14::bigint[])
+    AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data, event, held_owner, held_fence)
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start
-RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event, v.message
+RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event, v.message, v.held_owner, v.held_fence
 )
 ` + logEvent + `
 SELECT clock_timestamp(), $1, $2, d.slot_start, d.event, d.generation, $12::uuid, d.fence, d.attempts,
     CASE WHEN d.event IN ('failed', 'parked', 'skipped') THEN left(d.message, 1024) END
 FROM d
 UNION ALL
-SELECT now(), $1, $2, o.slot_start, 'taken_over', o.generation, o.owner, o.fence, o.attempts,
-    'lease expired; taken over by a locked-mode worker'
-FROM {{schema}}.slot AS o
-WHERE o.name = $1 AND o."interval" = $2 AND o.slot_start = ANY($13::timestamptz[])`),
+SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, d.held_owner, d.held_fence, d.attempts - 1, ` + takenByLocked + `
+FROM d WHERE d.held_owner IS NOT NULL`),
+
+		// finishLocked for a batch of one slot (Run), with scalar parameters
+		// in the same places. Planning is most of the cost of a one-row
+		// statement, and this one plans about as fast as the bare UPDATE
+		// without history did (measured: 0.22 ms against 0.34 ms for the
+		// batch form on one row); a custom plan drops the takeover branch
+		// when $13 is NULL.
+		finishOne: r(`WITH d AS (
+UPDATE {{schema}}.slot AS s SET
+    status = $4, fence = $5, attempts = $6, fail_count = $7, message = $8, owner = NULL, lease_until = NULL,
+    not_before = ` + fmt.Sprintf(notBefore, "$9::bigint") + `,
+    data = coalesce($10::jsonb, s.data),
+    completed_at = CASE WHEN $4 = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
+    updated_at = clock_timestamp()
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = $3
+RETURNING s.slot_start, s.generation, s.fence, s.attempts
+)
+` + logEvent + `
+SELECT clock_timestamp(), $1, $2, d.slot_start, $11::text, d.generation, $12::uuid, d.fence, d.attempts,
+    CASE WHEN $11::text IN ('failed', 'parked', 'skipped') THEN left($8, 1024) END
+FROM d
+UNION ALL
+SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, $13::uuid, $14::bigint, d.attempts - 1, ` + takenByLocked + `
+FROM d WHERE $13::uuid IS NOT NULL`),
 
 		// A claim records no event (the slot row shows its holder), except
 		// for an expired lease it takes over: the run that lost it.
