@@ -26,8 +26,9 @@ const DefaultReopenReason = "reopened"
 // ReopenOptions tune Reopen. The zero value re-opens COMPLETE and SKIP
 // slots.
 type ReopenOptions struct {
-	// Reason is stored in the message of every re-opened slot. Default
-	// DefaultReopenReason.
+	// Reason is stored in the message of every re-opened slot and in its
+	// history. At most 1024 bytes of valid UTF-8 without control
+	// characters. Default DefaultReopenReason.
 	Reason string
 	// States are the statuses to re-open: StatusComplete, StatusSkip or
 	// both. Default both.
@@ -56,9 +57,12 @@ type ReopenResult struct {
 
 // Reopen makes the COMPLETE and SKIP slots of [from, to) AVAILABLE again
 // for a backfill (see ReopenOptions for other selections), and wakes idle
-// workers once if it re-opened any. A re-opened slot is redone from scratch:
-// its message becomes the reason, attempts, fail_count, not_before and the
-// previous run's data and completed_at are cleared; its fence is kept.
+// workers once if it re-opened any. A re-opened slot is redone from scratch,
+// as a new computation: its generation grows by one, its message becomes
+// the reason, attempts (so the next attempt is 1 again), fail_count,
+// not_before and the previous run's data and completed_at are cleared; its
+// fence is kept. Each re-opened slot gets a 'reopened' event in its
+// history, with the reason and the client's actor.
 //
 // A slot completed a moment ago can also show up as held: a worker's
 // concurrent acquisition attempt may still hold its row lock (READ
@@ -91,7 +95,10 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts ReopenOpti
 	if reason == "" {
 		reason = DefaultReopenReason
 	}
-	sql, reasonArg := c.sql.reopen, []any{reason}
+	if err := CheckReason(reason); err != nil {
+		return ReopenResult{}, err
+	}
+	sql, reasonArg := c.sql.reopen, []any{reason, c.actor}
 	if opts.DryRun {
 		sql, reasonArg = c.sql.reopenDry, nil // writes no message
 	}

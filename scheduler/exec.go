@@ -251,7 +251,9 @@ func slotEnv(s acquire.Slot) []string {
 		"ALMANAC_SLOT_END=" + slot.FormatTime(s.End),
 		"ALMANAC_ATTEMPT=" + strconv.Itoa(s.Attempt),
 		"ALMANAC_FENCE=" + strconv.FormatInt(s.Fence, 10),
+		"ALMANAC_GENERATION=" + strconv.FormatInt(s.Generation, 10),
 		"ALMANAC_KEY=" + s.Key(),
+		"ALMANAC_COMPUTATION_KEY=" + s.ComputationKey(),
 	}
 }
 

@@ -146,6 +146,30 @@ func TestBadInputBinary(t *testing.T) {
 		bad("--reason is required", on("skip", "sensor", "PT5M", "--slot", "2026-03-01T00:00:00Z/PT5M")...),
 		bad("--reason is required", on("skip", "sensor", "PT5M", "--slot", "2026-03-01T00:00:00Z/PT5M", "--reason", "   ")...),
 
+		// reopen, skip and retry: free text that cannot be stored.
+		bad(`--reason: invalid input: reason "a\nb" contains control character`, on("reopen", "sensor", "PT5M", append(day, "--reason", "a\nb")...)...),
+		bad("is 2000 bytes; expected at most 1024", on("reopen", "sensor", "PT5M", append(day, "--reason", strings.Repeat("r", 2000))...)...),
+		bad(`--actor: invalid input: actor "ops\tci"`, on("reopen", "sensor", "PT5M", append(day, "--actor", "ops\tci")...)...),
+		bad("is 10240 bytes; expected at most 200", on("retry", "sensor", "PT5M", append(day, "--actor", huge)...)...),
+		bad(`actor "\xff" is not valid UTF-8`, on("skip", "sensor", "PT5M", append(day, "--reason", "r", "--actor", "\xff")...)...),
+		bad(`reason "\x1b[31mred" contains control character`, on("skip", "sensor", "PT5M", append(day, "--reason", "\x1b[31mred")...)...),
+
+		// history
+		bad("expects a series NAME and a SLOT, got 1", s("history", "sensor")...),
+		bad(`--interval is required when SLOT "2026-03-01T00:00:00Z" does not name its interval`, s("history", "sensor", "2026-03-01T00:00:00Z")...),
+		bad(`SLOT "2026-03-01T00:00:00Z/PT1H" is a PT1H slot but --interval is PT5M`, s("history", "sensor", "2026-03-01T00:00:00Z/PT1H", "--interval", "PT5M")...),
+		bad(`"garbage"`, s("history", "sensor", "garbage", "--interval", "PT5M")...),
+		bad(`"2026-02-29"`, s("history", "sensor", "2026-02-29", "--interval", "PT5M")...),
+		bad("not a slot boundary", s("history", "sensor", "2026-03-01T00:01:00Z/PT5M")...),
+		bad("is not one PT5M slot after the start", s("history", "sensor", "2026-03-01T00:00:00Z/2026-03-01T00:10:00Z", "--interval", "PT5M")...),
+		bad(`invalid interval "P"`, s("history", "sensor", "2026-03-01T00:00:00Z/P")...),
+		bad(`"5m"`, s("history", "sensor", "2026-03-01T00:00:00Z", "--interval", "5m")...),
+		bad(`"nosuch"`, s("history", "nosuch", "2026-03-01T00:00:00Z/PT5M")...),
+		bad(`"a\nb"`, s("history", "a\nb", "2026-03-01T00:00:00Z/PT5M")...),
+		bad("history --prune takes no arguments, got 1", s("history", "--prune", "sensor")...),
+		bad(`--interval "PT5M" does not apply`, s("history", "--prune", "--interval", "PT5M")...),
+		bad("--dry-run applies to history --prune only", s("history", "sensor", "2026-03-01T00:00:00Z/PT5M", "--dry-run")...),
+
 		// run: checked before anything is registered or materialized.
 		bad(`"P"`, s("run", "x", "--interval", "P", "--", "true")...),
 		bad(`"P1.5M"`, s("run", "x", "--interval", "P1.5M", "--", "true")...),
@@ -234,6 +258,9 @@ func TestBadInputNUL(t *testing.T) {
 		{"run", "a\x00b", "--interval", "PT5M", "--", "true"},
 		{"run", "x", "--interval", "PT5M", "--env", "a\x00b", "--", "true"},
 		{"run", "x", "--interval", "PT5M", "--", "a\x00b"},
+		{"history", "a\x00b", "2026-03-01T00:00:00Z/PT5M"},
+		append([]string{"reopen", "sensor", "--interval", "PT5M", "--actor", "a\x00b"}, day...),
+		append([]string{"skip", "sensor", "--interval", "PT5M", "--reason", "a\x00b"}, day...),
 	} {
 		r := cli(t, append([]string{"--schema", schema}, args...)...)
 		require.Equal(t, exitUsage, r.code, "%q: %s", args, r.stderr)

@@ -48,10 +48,12 @@ executable or a directory is refused (exit 2). It gets a minimal environment,
 never the database URL or its password: PATH, HOME, USER, LOGNAME, SHELL,
 LANG, TZ, TMPDIR, the LC_* variables, and the slot in ALMANAC_NAME,
 ALMANAC_INTERVAL, ALMANAC_SLOT, ALMANAC_SLOT_START, ALMANAC_SLOT_END,
-ALMANAC_ATTEMPT, ALMANAC_FENCE and ALMANAC_KEY. --env NAME passes one more
-variable of almanac's environment (if set), --env NAME=value sets one, and
---env-all passes everything but DATABASE_URL, the ALMANAC_*_URL and the PG*
-variables, which pass only when named with --env.
+ALMANAC_ATTEMPT, ALMANAC_GENERATION, ALMANAC_FENCE, ALMANAC_KEY (once per
+slot) and ALMANAC_COMPUTATION_KEY (once per computation: it changes when the
+slot is re-opened, and ALMANAC_ATTEMPT starts again at 1). --env NAME passes
+one more variable of almanac's environment (if set), --env NAME=value sets
+one, and --env-all passes everything but DATABASE_URL, the ALMANAC_*_URL and
+the PG* variables, which pass only when named with --env.
 
 Exit status 0 completes the slot, --skip-exit-code skips it, anything else (or
 a signal) is a failure retried with backoff; the last 3 KiB of stderr, with

@@ -26,12 +26,13 @@ func (a *app) skipCommand() *cobra.Command {
 	var slotText, reason string
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "skip NAME --interval P (--slot SLOT | --from T --to T) --reason R [--dry-run]",
+		Use:   "skip NAME --interval P (--slot SLOT | --from T --to T) --reason R [--actor A] [--dry-run]",
 		Short: "Mark one slot or a range SKIP: nothing to process there",
 		Long: `Mark the slot --slot, or the slots of [--from, --to), SKIP with a reason (a
 holiday, a known outage). Missing slots are inserted as SKIP, so the hole stays
 visible. COMPLETE slots are left alone and counted; slots in flight are left
-alone and listed.
+alone and listed. Each slot skipped is recorded in its history with the reason
+and --actor (see history).
 
 --slot takes a slot's text: 2026-03-29T00:00:00+01:00/P1D (start with its
 offset, then the interval or the end).
@@ -51,6 +52,9 @@ offset, then the interval or the end).
 			}
 			if strings.TrimSpace(reason) == "" {
 				return usagef("--reason is required, e.g. --reason holiday")
+			}
+			if err := coverage.CheckReason(reason); err != nil {
+				return usageError(fmt.Errorf("--reason: %w", err))
 			}
 			if slotText != "" {
 				if err := checkSlotSyntax(slotText); err != nil {
@@ -95,6 +99,7 @@ offset, then the interval or the end).
 	cmd.Flags().StringVar(&slotText, "slot", "", "the slot to skip, e.g. 2026-12-25T00:00:00+01:00/P1D")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, stored in the slots' message (required)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be skipped; change nothing")
+	a.registerActor(cmd)
 	return cmd
 }
 
