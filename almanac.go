@@ -441,3 +441,22 @@ func (c *Client) Retry(ctx context.Context, s Series, from, to time.Time) (cover
 	}
 	return cov.Retry(ctx, from, to, coverage.RetryOptions{})
 }
+
+// History returns the history of the slot of s that contains t: its row as
+// it is now and its recorded events, oldest first: who held it, what
+// failed, who re-opened it and why. See coverage.Client.History.
+func (c *Client) History(ctx context.Context, s Series, t time.Time) (coverage.History, error) {
+	cov, err := c.coverage(ctx, s)
+	if err != nil {
+		return coverage.History{}, err
+	}
+	return cov.History(ctx, t)
+}
+
+// PruneHistory deletes the history events older than the schema's
+// retention (90 days unless changed in the settings table) and returns how
+// many it deleted. Running jobs do it every sweep interval; see
+// coverage.PruneHistory.
+func (c *Client) PruneHistory(ctx context.Context) (int64, error) {
+	return coverage.PruneHistory(ctx, c.pool, coverage.PruneOptions{Schema: c.opts.Schema})
+}

@@ -266,7 +266,7 @@ func (r *statementRecorder) seriesNames() map[string]bool {
 var (
 	nameEq     = regexp.MustCompile(`(?:\b\w+\.)?\bname = \$(\d+)`)
 	intervalEq = regexp.MustCompile(`(?:\b\w+\.)?"interval" = \$(\d+)`)
-	insertSlot = regexp.MustCompile(`(?s)^\s*INSERT INTO \S+\.slot \(name, "interval",.*?\bSELECT \$(\d+), \$(\d+),`)
+	insertSlot = regexp.MustCompile(`(?s)^\s*(?:WITH \w+ AS \()?INSERT INTO \S+\.slot \(name, "interval",.*?\bSELECT \$(\d+), \$(\d+),`)
 	slotRefs   = regexp.MustCompile(`\.slot\b`)
 )
 

@@ -58,6 +58,34 @@
 // Every time comparison uses the database clock (clock_timestamp()), never
 // the worker's.
 //
+// # Generations: once per slot, or once per computation
+//
+// A re-open (a backfill: late data arrived) asks for a slot to be computed
+// again. Each computation is a generation of the slot: Slot.Generation is 1
+// when the slot is created and grows by one with every re-open, and
+// Slot.Attempt starts again at 1. Choose the key an external system
+// deduplicates on by what must happen once:
+//
+//   - once per slot, ever (send one notification per day, whatever
+//     backfills follow): Slot.Key(), "<name> <slot>", unchanged by
+//     re-opens;
+//   - once per computation (store each recomputed report, so a backfill is
+//     not mistaken for a repeat and dropped): Slot.ComputationKey(),
+//     "<name> <slot> <generation>".
+//
+// Both are the same in every attempt of a computation. Commands run by the
+// sidecar get them as ALMANAC_KEY and ALMANAC_COMPUTATION_KEY, with
+// ALMANAC_GENERATION and ALMANAC_ATTEMPT.
+//
+// # History
+//
+// Every outcome is recorded in the slot's history (the slot_event table),
+// in the statement that writes it: completed, failed, parked, skipped,
+// snoozed or released, with the run's owner (Options.Owner), fence,
+// attempt and generation; a run that loses its slot to a takeover or an
+// ejection is recorded too. A claim is not: the lease holder is on the slot
+// row. See coverage.Client.History and `almanac history`.
+//
 // # Work outside the database: four recipes
 //
 // Exactly-once holds for effects written in the slot's transaction. For
@@ -65,8 +93,9 @@
 // the effect and before the commit), so make the effect safe to repeat with
 // one of these, according to what the other system offers:
 //
-//   - Idempotency key: send Slot.Key() (the same in every attempt) as the
-//     idempotency key; the system applies the effect once. Record its
+//   - Idempotency key: send Slot.ComputationKey() (the same in every attempt
+//     of a computation; Slot.Key() if a re-open must not repeat the effect)
+//     as the idempotency key; the system applies the effect once. Record its
 //     response in the slot's transaction.
 //   - Optimistic lock: the system accepts a condition. Send the fencing
 //     token with the write and let the system keep the largest it has seen

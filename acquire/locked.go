@@ -11,8 +11,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac/internal/safetext"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -47,7 +50,7 @@ type Handler func(ctx context.Context, tx pgx.Tx, s Slot) error
 // held connection stopped answering pings; the slot's transaction is gone.
 var ErrConnectionLost = errors.New("held connection lost")
 
-// maxMessage bounds the failure text stored on a slot.
+// maxMessage bounds the failure text stored on a slot, in bytes.
 const maxMessage = 4096
 
 // errMaxWork is the cause of a handler context cancelled because the
@@ -128,7 +131,7 @@ func (q *Queue) RunBatch(ctx context.Context, max int, h Handler) ([]Result, err
 	cleanup := context.WithoutCancel(ctx)
 	defer tx.Rollback(cleanup) //nolint:errcheck // a no-op after Commit
 	if len(slots) == 0 {
-		return nil, tx.Commit(cleanup)
+		return nil, nil // the deferred ROLLBACK ends the empty search
 	}
 
 	b := &lockedBatch{q: q, tx: tx, guard: &connGuard{}, state: &handlerState{}}
@@ -208,10 +211,11 @@ func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, i
 	var out []Slot
 	var r slotRow
 	var heldFence, xid int64
-	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &xid), func() error {
+	var heldOwner pgtype.UUID
+	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner, &xid), func() error {
 		s := r.slot(q)
 		// Locked mode writes attempts at the end: this run is one more.
-		s.Attempt, s.heldFence = r.attempts+1, heldFence
+		s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
 		out = append(out, s)
 		return nil
 	})
@@ -229,16 +233,16 @@ type slotRow struct {
 	data               []byte
 	message            *string
 	tookOver           bool
-	fence              int64
+	fence, generation  int64
 }
 
 func (r *slotRow) dest() []any {
-	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence}
+	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence, &r.generation}
 }
 
 func (r *slotRow) slot(q *Queue) Slot {
 	s := Slot{
-		Name: q.name, Fence: r.fence, Attempt: r.attempts, FailCount: r.failures, TookOver: r.tookOver,
+		Name: q.name, Fence: r.fence, Generation: r.generation, Attempt: r.attempts, FailCount: r.failures, TookOver: r.tookOver,
 	}
 	loc := q.grid.Location()
 	s.Slot = slot.Slot{Start: r.start.In(loc), End: r.end.In(loc), Interval: q.grid.Interval()}
@@ -498,6 +502,9 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 		messages []*string
 		delays   []*int64
 		data     []*string
+		events   []string
+		owners   []pgtype.UUID // of the expired leases taken over, else NULL
+		held     []int64       // their fences
 	)
 	for _, r := range results {
 		if r.Outcome == Abandoned {
@@ -522,11 +529,24 @@ func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
 		messages = append(messages, message)
 		delays = append(delays, delay)
 		data = append(data, saved)
+		events = append(events, r.Outcome.event())
+		var owner pgtype.UUID
+		if s.TookOver {
+			owner = s.heldOwner
+		}
+		owners, held = append(owners, owner), append(held, s.heldFence)
 	}
-	if len(starts) == 0 {
+	var err error
+	switch len(starts) {
+	case 0:
 		return nil
+	case 1:
+		_, err = tx.Exec(ctx, q.sql.finishOne, q.name, q.interval, starts[0], statuses[0], fences[0], attempts[0], failures[0],
+			messages[0], delays[0], data[0], events[0], q.opts.Owner, owners[0], held[0])
+	default:
+		_, err = tx.Exec(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays, data,
+			events, q.opts.Owner, owners, held)
 	}
-	_, err := tx.Exec(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays, data)
 	if err != nil {
 		return fmt.Errorf("acquire: record outcomes: %w", err)
 	}
@@ -569,14 +589,11 @@ func outcomeColumns(r Result) (status string, failCount int, message *string, de
 	return "", 0, nil, nil, nil, fmt.Errorf("acquire: no columns for outcome %q", r.Outcome)
 }
 
-// boundText returns s as it can be stored as a slot's message: at most
-// maxMessage bytes.
-func boundText(s string) string {
-	if len(s) > maxMessage {
-		s = s[:maxMessage]
-	}
-	return s
-}
+// boundText returns s as it can be stored as a slot's message: passwords
+// redacted, valid UTF-8 without NUL or other control characters but
+// newline and tab, at most maxMessage bytes. A handler's error text can be
+// anything; the write that records it must not fail because of it.
+func boundText(s string) string { return safetext.Head(redact.String(s), maxMessage) }
 
 // snoozeData marshals the checkpoint a snooze carries, if any.
 func snoozeData(err error) (*string, error) {
@@ -618,7 +635,7 @@ func (q *Queue) recordOutOfBand(ctx context.Context, results []Result, cause err
 		_, werr := q.write(ctx, func(b *pgx.Batch) {
 			b.Queue(`SELECT set_config('lock_timeout', '2s', true)`)
 			b.Queue(q.sql.failOutOfBand, q.name, q.interval, r.Slot.Start, r.Slot.heldFence, r.Slot.Fence,
-				r.Slot.Attempt, failCount, message, delay).Exec(func(tag pgconn.CommandTag) error {
+				r.Slot.Attempt, failCount, message, delay, q.opts.Owner).Exec(func(tag pgconn.CommandTag) error {
 				affected = tag.RowsAffected()
 				return nil
 			})

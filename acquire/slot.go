@@ -2,6 +2,9 @@ package acquire
 
 import (
 	"encoding/json"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/almanacdev/almanac/slot"
 )
@@ -25,9 +28,14 @@ type Slot struct {
 	// it to external systems so they can refuse writes from a holder that
 	// has since lost the slot (see the package documentation).
 	Fence int64
-	// Attempt numbers this acquisition since the slot was created or last
-	// re-opened: 1 for the first. In locked mode, an attempt whose worker
-	// died is not counted (it wrote nothing).
+	// Generation counts the slot's computations: 1 when it is created, one
+	// more with every re-open (coverage's Reopen, `almanac reopen`, or a
+	// plain SQL UPDATE that makes a COMPLETE or SKIP slot AVAILABLE). All
+	// attempts of one computation share it. See ComputationKey.
+	Generation int64
+	// Attempt numbers this acquisition within the slot's generation: 1 for
+	// the first after the slot was created or re-opened. In locked mode, an
+	// attempt whose worker died is not counted (it wrote nothing).
 	Attempt int
 	// FailCount is the number of failures since the last success or re-open.
 	FailCount int
@@ -44,12 +52,25 @@ type Slot struct {
 	// slot, or "".
 	Message string
 
-	heldFence int64 // the slot's fence before this acquisition
+	heldFence int64       // the slot's fence before this acquisition
+	heldOwner pgtype.UUID // the expired lease's owner, for a locked-mode takeover
 }
 
 // Key returns "<name> <slot text>", e.g. "sensor_report 2026-03-01T00:00:00Z/PT5M":
 // a deterministic identifier of the slot, unique across series, for
-// idempotency keys. It is the same in every attempt; combine it with Fence
-// when each attempt needs its own identifier. The slot text has no spaces,
-// so the last space separates the two parts whatever the name holds.
+// idempotency keys that mean "once per slot, ever". It is the same in every
+// attempt and after every re-open, so a system that deduplicates on it
+// ignores a recomputation asked for by a re-open: use ComputationKey for
+// that. Combine it with Fence when each attempt needs its own identifier.
+// The slot text has no spaces, so the last space separates the two parts
+// whatever the name holds.
 func (s Slot) Key() string { return s.Name + " " + s.Slot.String() }
+
+// ComputationKey returns "<name> <slot text> <generation>", e.g.
+// "sensor_report 2026-03-01T00:00:00Z/PT5M 2": the idempotency key of one
+// computation of the slot, for "once per computation". It is the same in
+// every attempt of a generation and changes with every re-open, so the
+// recomputation a backfill asked for is not mistaken for a repeat.
+func (s Slot) ComputationKey() string {
+	return s.Key() + " " + strconv.FormatInt(s.Generation, 10)
+}

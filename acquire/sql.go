@@ -1,6 +1,7 @@
 package acquire
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/almanacdev/almanac/internal/retry"
@@ -14,6 +15,7 @@ type statements struct {
 	lockedBegin string
 	selectLocked,
 	finishLocked,
+	finishOne,
 	claim,
 	extend,
 	complete,
@@ -46,7 +48,8 @@ type statements struct {
 // locked for the whole job.
 const candidates = `
 expired AS (
-    SELECT slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence
+    SELECT slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
+        generation, owner AS held_owner
     FROM {{schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
       AND lease_until < clock_timestamp() - {{grace}} * interval '1 microsecond'
@@ -56,7 +59,8 @@ expired AS (
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 available AS (
-    SELECT slot_start, slot_end, attempts, fail_count, data, message, false AS took_over, fence AS held_fence
+    SELECT slot_start, slot_end, attempts, fail_count, data, message, false AS took_over, fence AS held_fence,
+        generation, NULL::uuid AS held_owner
     FROM {{schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
       AND (not_before IS NULL OR not_before <= clock_timestamp())
@@ -82,6 +86,27 @@ const notBefore = `CASE WHEN %[1]s IS NULL THEN NULL
 // ours, with the token we were given.
 const guard = `name = $1 AND "interval" = $2 AND slot_start = $3 AND status = 'ACQUIRED' AND owner = $4 AND fence = $5`
 
+// takenByLocked is the message of a locked-mode takeover's event.
+const takenByLocked = `'lease expired; taken over by a locked-mode worker'`
+
+// logEvent starts the insert of history rows (slot_event). Every outcome is
+// recorded by the statement that writes it, from the rows that statement
+// changed: set-based, in the same round trip, and only if the write
+// happened. Messages are cut to 1024 characters, which the table's
+// 4096-byte bound always admits.
+const logEvent = `INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation, owner, fence, attempt, message)`
+
+// logged wraps a guarded lease write (an UPDATE of one slot with $4 the
+// owner) so that it also records event with message, an expression over the
+// updated row (alias d, with the columns of extra) or NULL. Its row count
+// stays the number of slots changed.
+func logged(update, extra, event, message string) string {
+	return `WITH d AS (` + update + `
+RETURNING slot_start, generation, fence, attempts` + extra + `)
+` + logEvent + `
+SELECT clock_timestamp(), $1, $2, d.slot_start, ` + event + `, d.generation, $4, d.fence, d.attempts, ` + message + ` FROM d`
+}
+
 func renderStatements(schema string, newestFirst bool) statements {
 	order := "ASC"
 	if newestFirst {
@@ -106,7 +131,10 @@ func renderStatements(schema string, newestFirst bool) statements {
 		// depends on it), no statement or lock timeout on the handler's work
 		// (MaxWork bounds it), the dead-man switch, and server-side TCP
 		// settings that notice a vanished client host.
+		// almanac.engine marks the transaction as almanac's own for the
+		// slot table's plain-SQL triggers, which then stay out of the way.
 		lockedBegin: `BEGIN ISOLATION LEVEL READ COMMITTED;
+SET LOCAL almanac.engine = on;
 SET LOCAL statement_timeout = 0;
 SET LOCAL lock_timeout = 0;
 SET LOCAL idle_in_transaction_session_timeout = %d;
@@ -119,32 +147,83 @@ SET LOCAL tcp_user_timeout = %d`,
 		// transaction one already): if the connection is lost during
 		// COMMIT, it tells whether the outcomes committed.
 		selectLocked: withLag("$6", "$7", `WITH {{candidates}}
-SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), held_fence,
-    `+retry.CurrentXact+`
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), generation,
+    held_fence, held_owner, `+retry.CurrentXact+`
 FROM picked ORDER BY slot_start {{order}}`),
 
 		// The one write of a locked-mode run: every outcome of the batch in
 		// one statement, values computed by the worker from the locked rows
-		// except the clock-based ones.
-		finishLocked: r(`UPDATE {{schema}}.slot AS s SET
+		// except the clock-based ones, and their history: one event per
+		// outcome ($11, by $12, the queue's owner), and one per expired
+		// lease the batch took over (its owner $13 and fence $14, NULL for
+		// the others), dated at the start of the transaction, when the
+		// batch took them.
+		finishLocked: r(`WITH d AS (
+UPDATE {{schema}}.slot AS s SET
     status = v.status, fence = v.fence, attempts = v.attempts, fail_count = v.fail_count,
     message = v.message, owner = NULL, lease_until = NULL,
     not_before = {{not_before}},
     data = coalesce(v.data, s.data),
     completed_at = CASE WHEN v.status = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
     updated_at = clock_timestamp()
-FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::jsonb[])
-    AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data)
-WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start`),
+FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::jsonb[], $11::text[],
+        $13::uuid[], $14::bigint[])
+    AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data, event, held_owner, held_fence)
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start
+RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event, v.message, v.held_owner, v.held_fence
+)
+` + logEvent + `
+SELECT clock_timestamp(), $1, $2, d.slot_start, d.event, d.generation, $12::uuid, d.fence, d.attempts,
+    CASE WHEN d.event IN ('failed', 'parked', 'skipped') THEN left(d.message, 1024) END
+FROM d
+UNION ALL
+SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, d.held_owner, d.held_fence, d.attempts - 1, ` + takenByLocked + `
+FROM d WHERE d.held_owner IS NOT NULL`),
 
-		claim: withLag("$8", "$9", `WITH {{candidates}}
+		// finishLocked for a batch of one slot (Run), with scalar parameters
+		// in the same places. Planning is most of the cost of a one-row
+		// statement, and this one plans about as fast as the bare UPDATE
+		// without history did (measured: 0.22 ms against 0.34 ms for the
+		// batch form on one row); a custom plan drops the takeover branch
+		// when $13 is NULL.
+		finishOne: r(`WITH d AS (
+UPDATE {{schema}}.slot AS s SET
+    status = $4, fence = $5, attempts = $6, fail_count = $7, message = $8, owner = NULL, lease_until = NULL,
+    not_before = ` + fmt.Sprintf(notBefore, "$9::bigint") + `,
+    data = coalesce($10::jsonb, s.data),
+    completed_at = CASE WHEN $4 = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
+    updated_at = clock_timestamp()
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = $3
+RETURNING s.slot_start, s.generation, s.fence, s.attempts
+)
+` + logEvent + `
+SELECT clock_timestamp(), $1, $2, d.slot_start, $11::text, d.generation, $12::uuid, d.fence, d.attempts,
+    CASE WHEN $11::text IN ('failed', 'parked', 'skipped') THEN left($8, 1024) END
+FROM d
+UNION ALL
+SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, $13::uuid, $14::bigint, d.attempts - 1, ` + takenByLocked + `
+FROM d WHERE $13::uuid IS NOT NULL`),
+
+		// A claim records no event (the slot row shows its holder), except
+		// for an expired lease it takes over: the run that lost it.
+		claim: withLag("$8", "$9", `WITH {{candidates}},
+claimed AS (
 UPDATE {{schema}}.slot AS s SET
     status = 'ACQUIRED', owner = $6, fence = nextval('{{schema}}.fence_seq'),
     lease_until = clock_timestamp() + $7 * interval '1 microsecond',
     attempts = s.attempts + 1, updated_at = clock_timestamp()
 FROM picked AS p
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = p.slot_start
-RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, p.took_over, s.fence, s.lease_until`),
+RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, p.took_over, s.fence, s.generation, s.lease_until,
+    p.held_owner, p.held_fence, p.attempts AS held_attempts
+),
+taken AS (
+`+logEvent+`
+SELECT clock_timestamp(), $1, $2, c.slot_start, 'taken_over', c.generation, c.held_owner, c.held_fence, c.held_attempts,
+    format('lease expired; taken over by %s with fence %s', $6, c.fence)
+FROM claimed AS c WHERE c.took_over
+)
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until FROM claimed`),
 
 		// A heartbeat must not queue behind a row another transaction has
 		// locked (a locked-mode worker taking an expired lease over holds
@@ -170,38 +249,45 @@ RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message,
 )
 SELECT ours.slot_start, extended.lease_until FROM ours LEFT JOIN extended USING (slot_start)`),
 
-		complete: r(`UPDATE {{schema}}.slot SET
+		complete: r(logged(`UPDATE {{schema}}.slot SET
     status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
     message = NULL, completed_at = clock_timestamp(), updated_at = clock_timestamp()
-WHERE {{guard}}`),
+WHERE {{guard}}`, "", "'completed'", "NULL")),
 
-		completeMany: r(`UPDATE {{schema}}.slot AS s SET
+		completeMany: r(`WITH d AS (
+UPDATE {{schema}}.slot AS s SET
     status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
     message = NULL, completed_at = clock_timestamp(), updated_at = clock_timestamp()
 FROM unnest($3::timestamptz[], $5::bigint[]) AS v(slot_start, fence)
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start
   AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
-RETURNING s.slot_start`),
+RETURNING s.slot_start, s.generation, s.fence, s.attempts
+),
+logged AS (
+` + logEvent + `
+SELECT clock_timestamp(), $1, $2, d.slot_start, 'completed', d.generation, $4, d.fence, d.attempts, NULL FROM d
+)
+SELECT slot_start FROM d`),
 
-		fail: r(`UPDATE {{schema}}.slot AS s SET
+		fail: r(logged(`UPDATE {{schema}}.slot AS s SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, fail_count = $6, message = $7,
     not_before = {{not_before}}, updated_at = clock_timestamp()
 FROM (SELECT $8::bigint AS delay_us) AS v
-WHERE {{guard}}`),
+WHERE {{guard}}`, ", v.delay_us < 0 AS parked", "CASE WHEN d.parked THEN 'parked' ELSE 'failed' END", "left($7, 1024)")),
 
-		skip: r(`UPDATE {{schema}}.slot SET
+		skip: r(logged(`UPDATE {{schema}}.slot SET
     status = 'SKIP', owner = NULL, lease_until = NULL, not_before = NULL, message = $6, updated_at = clock_timestamp()
-WHERE {{guard}}`),
+WHERE {{guard}}`, "", "'skipped'", "left($6, 1024)")),
 
-		snooze: r(`UPDATE {{schema}}.slot AS s SET
+		snooze: r(logged(`UPDATE {{schema}}.slot AS s SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, data = coalesce($7, s.data), message = coalesce($8::text, s.message),
     not_before = {{not_before}}, updated_at = clock_timestamp()
 FROM (SELECT $6::bigint AS delay_us) AS v
-WHERE {{guard}}`),
+WHERE {{guard}}`, "", "'snoozed'", "left($8::text, 1024)")),
 
-		release: r(`UPDATE {{schema}}.slot SET
+		release: r(logged(`UPDATE {{schema}}.slot SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, updated_at = clock_timestamp()
-WHERE {{guard}}`),
+WHERE {{guard}}`, "", "'released'", "NULL")),
 
 		// Which of the slots $3 (with fences $4) are in status $5 with
 		// those fences and no holder: the final writes that committed.
@@ -230,24 +316,43 @@ WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND owner = $3 AND f
     WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND fence = $4
       AND (status = 'AVAILABLE' OR status = 'ACQUIRED' AND lease_until < clock_timestamp())
     FOR NO KEY UPDATE
-)
+),
+d AS (
 UPDATE {{schema}}.slot AS s SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, fence = $5, attempts = $6, fail_count = $7,
     message = $8, not_before = {{not_before}}, updated_at = clock_timestamp()
 FROM target AS t, (SELECT $9::bigint AS delay_us) AS v
-WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start`),
+WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
+RETURNING s.slot_start, s.generation, v.delay_us < 0 AS parked
+)
+` + logEvent + `
+SELECT clock_timestamp(), $1, $2, d.slot_start, CASE WHEN d.parked THEN 'parked' ELSE 'failed' END, d.generation,
+    $10::uuid, $5, $6, left($8, 1024)
+FROM d`),
 
+		// An ejection records the run it ended, if the slot was held.
 		eject: r(`WITH target AS (
-    SELECT slot_start, status = 'ACQUIRED' AS took_over FROM {{schema}}.slot
+    SELECT slot_start, status = 'ACQUIRED' AS took_over, owner AS held_owner, fence AS held_fence, attempts AS held_attempts
+    FROM {{schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND status IN ('AVAILABLE', 'ACQUIRED')
     FOR NO KEY UPDATE NOWAIT
-)
+),
+claimed AS (
 UPDATE {{schema}}.slot AS s SET
     status = 'ACQUIRED', owner = $4, fence = nextval('{{schema}}.fence_seq'),
     lease_until = clock_timestamp() + $5 * interval '1 microsecond',
     attempts = s.attempts + 1, not_before = NULL, updated_at = clock_timestamp()
 FROM target AS t
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
-RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, t.took_over, s.fence, s.lease_until`),
+RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, t.took_over, s.fence, s.generation, s.lease_until,
+    t.held_owner, t.held_fence, t.held_attempts
+),
+ejected AS (
+` + logEvent + `
+SELECT clock_timestamp(), $1, $2, c.slot_start, 'ejected', c.generation, c.held_owner, c.held_fence, c.held_attempts,
+    format('ejected by %s with fence %s', $4, c.fence)
+FROM claimed AS c WHERE c.took_over
+)
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until FROM claimed`),
 	}
 }

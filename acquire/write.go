@@ -11,9 +11,11 @@ import (
 )
 
 // settings neutralizes role defaults that would break a write: a short
-// statement or lock timeout, or an idle-in-transaction timeout.
+// statement or lock timeout, or an idle-in-transaction timeout. It also
+// marks the transaction as almanac's own (almanac.engine), which the slot
+// table's plain-SQL triggers skip.
 const settings = `SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true),
-    set_config('idle_in_transaction_session_timeout', '0', true)`
+    set_config('idle_in_transaction_session_timeout', '0', true), set_config('almanac.engine', 'on', true)`
 
 // write runs the statements queued by build in one READ COMMITTED
 // transaction, begun, configured and committed in the same round trip, and

@@ -54,6 +54,12 @@ type Options struct {
 	// millions of slots holds locks and a snapshot for about a second at a
 	// time, not for minutes. Default DefaultChunkSize (50,000).
 	ChunkSize int
+	// Actor names who works through this client (a person as user@host, a
+	// program), recorded in the history (slot_event.actor) of the slots it
+	// re-opens, skips or retries. At most 200 bytes of valid UTF-8 without
+	// control characters. Default: the database role the session logged in
+	// as.
+	Actor string
 }
 
 // Client works on the coverage of one registered series. It is safe for
@@ -66,6 +72,7 @@ type Client struct {
 	name     string
 	interval string
 	chunk    int64
+	actor    *string // nil: the session's role
 	sql      statements
 	// runsInSQL is set when the database can compute the slots of a chunk
 	// from runs: the interval is fixed, and a chunk's offsets from the
@@ -88,6 +95,9 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
 	}
+	if err := CheckActor(opts.Actor); err != nil {
+		return nil, err
+	}
 	def, err := seriesdb.Get(ctx, db, opts.Schema, grid.Name(), grid.Interval())
 	if err != nil {
 		return nil, err
@@ -96,8 +106,12 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 		return nil, fmt.Errorf("%w: %s is registered as %s", ErrSeriesConflict, grid, def.Grid)
 	}
 	iv := grid.Interval()
+	var actor *string
+	if opts.Actor != "" {
+		actor = &opts.Actor
+	}
 	return &Client{
-		db: db, grid: def.Grid, schema: opts.Schema,
+		db: db, grid: def.Grid, schema: opts.Schema, actor: actor,
 		name: grid.Name(), interval: iv.String(),
 		chunk: int64(opts.ChunkSize), sql: renderStatements(opts.Schema),
 		runsInSQL: iv.Fixed() && iv.Clock().Microseconds() <= (1<<53)/int64(opts.ChunkSize+1),
@@ -126,7 +140,9 @@ func ceilMicro(t time.Time) time.Time {
 
 // Transaction settings. Role defaults may be hostile (a short
 // statement_timeout, a lock_timeout, serializable isolation), so every write
-// transaction states what it relies on.
+// transaction states what it relies on. Writes also mark the transaction as
+// almanac's own (almanac.engine), so the slot table's plain-SQL triggers
+// leave them alone: they record history and wake workers themselves.
 //
 // JIT compilation is off: the planner cannot estimate how many rows a
 // range given as a parameter holds, over-estimates, and JIT-compiles
@@ -137,11 +153,11 @@ const (
 	readSettings = `SET LOCAL statement_timeout = 0; SET LOCAL jit = off`
 	// writeSettings let one chunk run as long as it needs and wait for
 	// another materializer's chunk (bounded by ChunkSize) to commit.
-	writeSettings = `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0; SET LOCAL jit = off`
+	writeSettings = `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0; SET LOCAL jit = off; SET LOCAL almanac.engine = on`
 	// noWaitSettings are for chunks that lock rows with SKIP LOCKED and so
 	// never wait on a row; a lock wait there means DDL on the table, and an
 	// error beats hanging behind it.
-	noWaitSettings = `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = '2s'; SET LOCAL jit = off`
+	noWaitSettings = `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = '2s'; SET LOCAL jit = off; SET LOCAL almanac.engine = on`
 )
 
 // inTx runs fn in a read-committed transaction with settings applied, and

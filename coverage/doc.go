@@ -32,4 +32,14 @@
 // the result as Held. Operations that make slots acquirable notify idle
 // workers once per call (package wake), in the transaction of their last
 // chunk.
+//
+// # History
+//
+// Reopen, Retry and Skip record one event per slot they change in the
+// slots' history (the slot_event table), in the statement that changes it,
+// with the reason and Options.Actor; workers record their outcomes there
+// too. History reads a slot's story; PruneHistory keeps the table within
+// the schema's retention. Materialize records nothing: a slot's created_at
+// says when it was created. Plain SQL that makes slots acquirable is
+// recorded, and wakes workers, by a trigger on the slot table.
 package coverage

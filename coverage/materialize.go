@@ -26,7 +26,8 @@ type MaterializeOptions struct {
 	// message instead of AVAILABLE, and wakes no one: a catch-up policy that
 	// gives up on slots missed during downtime keeps the hole visible this
 	// way. Existing slots are left alone as always (see the Skip method of
-	// Client to skip those too). It must pass slot.CheckReason.
+	// Client to skip those too). Each slot inserted gets a 'skipped' event
+	// in its history. It must pass slot.CheckReason.
 	SkipReason string
 	// Progress, if set, is called after each chunk.
 	Progress ProgressFunc
@@ -43,7 +44,8 @@ type MaterializeResult struct {
 }
 
 // Materialize inserts every missing slot of [from, to) as AVAILABLE, with
-// the grid's bounds, and wakes idle workers once if it inserted any.
+// the grid's bounds, and wakes idle workers once if it inserted any. It
+// records no history: a slot's created_at says when it was created.
 //
 // It finds the gaps first and inserts only those (re-inserting a million
 // existing rows with ON CONFLICT DO NOTHING costs seconds), in transactions
@@ -175,7 +177,7 @@ func withConflictRetry(fn func(ignoreConflicts bool) error) error {
 
 // insertMissing inserts the slots of b that have no row, in tx, which holds
 // the series' writer lock: the count it reads cannot change under it, except
-// by writers that ignore the lock.
+// by writers that ignore the lock. SKIP slots are recorded in the history.
 func (c *Client) insertMissing(ctx context.Context, tx pgx.Tx, b *batch, status string, message *string, ignoreConflicts bool) (int64, error) {
 	have, err := c.countParts(ctx, tx, b.runs)
 	if err != nil {
@@ -191,23 +193,32 @@ func (c *Client) insertMissing(ctx context.Context, tx pgx.Tx, b *batch, status 
 	// Only when another call inserted part of this chunk (rare) is the
 	// slower conflict check worth paying.
 	ignore := existing > 0 || ignoreConflicts
+	pick := func(plain, plainOrIgnore, skip, skipOrIgnore string) string {
+		switch {
+		case status == StatusSkip && ignore:
+			return skipOrIgnore
+		case status == StatusSkip:
+			return skip
+		case ignore:
+			return plainOrIgnore
+		}
+		return plain
+	}
+	var actor []any
+	if status == StatusSkip {
+		actor = []any{c.actor}
+	}
 	var tag pgconn.CommandTag
 	if b.bounds {
-		sql := c.sql.insertSlots
-		if ignore {
-			sql = c.sql.insertSlotsOrIgnore
-		}
-		tag, err = tx.Exec(ctx, sql, c.name, c.interval, b.starts, b.ends, status, message)
+		sql := pick(c.sql.insertSlots, c.sql.insertSlotsOrIgnore, c.sql.skipSlots, c.sql.skipSlotsOrIgnore)
+		tag, err = tx.Exec(ctx, sql, append([]any{c.name, c.interval, b.starts, b.ends, status, message}, actor...)...)
 	} else {
-		sql := c.sql.insertRuns
-		if ignore {
-			sql = c.sql.insertRunsOrIgnore
-		}
+		sql := pick(c.sql.insertRuns, c.sql.insertRunsOrIgnore, c.sql.skipRuns, c.sql.skipRunsOrIgnore)
 		lo, n := make([]time.Time, len(b.runs)), make([]int64, len(b.runs))
 		for i, r := range b.runs {
 			lo[i], n[i] = r.lo, r.want
 		}
-		tag, err = tx.Exec(ctx, sql, c.name, c.interval, lo, n, status, message, c.grid.Interval().Clock().Microseconds())
+		tag, err = tx.Exec(ctx, sql, append([]any{c.name, c.interval, lo, n, status, message, c.grid.Interval().Clock().Microseconds()}, actor...)...)
 	}
 	return tag.RowsAffected(), err
 }

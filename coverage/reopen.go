@@ -26,10 +26,10 @@ const DefaultReopenReason = "reopened"
 // ReopenOptions tune Reopen. The zero value re-opens COMPLETE and SKIP
 // slots.
 type ReopenOptions struct {
-	// Reason is stored in the message of every re-opened slot. Default
-	// DefaultReopenReason. It must pass slot.CheckReason (valid UTF-8, no
-	// control characters but tab and newline, no invisible characters, at
-	// most slot.MaxReasonLen bytes).
+	// Reason is stored in the message of every re-opened slot and in its
+	// history. Default DefaultReopenReason. It must pass slot.CheckReason
+	// (valid UTF-8, no control characters but tab and newline, no invisible
+	// characters, at most slot.MaxReasonLen bytes).
 	Reason string
 	// States are the statuses to re-open: StatusComplete, StatusSkip or
 	// both. Default both.
@@ -58,9 +58,12 @@ type ReopenResult struct {
 
 // Reopen makes the COMPLETE and SKIP slots of [from, to) AVAILABLE again
 // for a backfill (see ReopenOptions for other selections), and wakes idle
-// workers once if it re-opened any. A re-opened slot is redone from scratch:
-// its message becomes the reason, attempts, fail_count, not_before and the
-// previous run's data and completed_at are cleared; its fence is kept.
+// workers once if it re-opened any. A re-opened slot is redone from scratch,
+// as a new computation: its generation grows by one, its message becomes
+// the reason, attempts (so the next attempt is 1 again), fail_count,
+// not_before and the previous run's data and completed_at are cleared; its
+// fence is kept. Each re-opened slot gets a 'reopened' event in its
+// history, with the reason and the client's actor.
 //
 // A slot completed a moment ago can also show up as held: a worker's
 // concurrent acquisition attempt may still hold its row lock (READ
@@ -96,7 +99,7 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts ReopenOpti
 	if reason == "" {
 		reason = DefaultReopenReason
 	}
-	sql, reasonArg := c.sql.reopen, []any{reason}
+	sql, reasonArg := c.sql.reopen, []any{reason, c.actor}
 	if opts.DryRun {
 		sql, reasonArg = c.sql.reopenDry, nil // writes no message
 	}

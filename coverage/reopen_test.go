@@ -246,6 +246,13 @@ func TestStatus(t *testing.T) {
 
 	st, err := f.c.Status(ctx, from, to.Add(5*time.Minute))
 	require.NoError(t, err)
+	// The last message written on an open slot: the backoff of slot 13
+	// (written after the parking of 12).
+	require.NotNil(t, st.LastNote)
+	require.Equal(t, Note{Start: at(13), Status: StatusAvailable, Message: "flaky"},
+		Note{Start: st.LastNote.Start.UTC(), Status: st.LastNote.Status, Parked: st.LastNote.Parked, Message: st.LastNote.Message})
+	require.False(t, st.LastNote.At.IsZero())
+	st.LastNote = nil
 	require.Equal(t, Status{
 		From: from, To: to.Add(5 * time.Minute), Slots: 25,
 		Counts: Counts{Complete: 8, Skip: 2, Available: 4, Backoff: 1, Parked: 1, Acquired: 1, LeaseExpired: 1,

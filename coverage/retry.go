@@ -34,7 +34,8 @@ type RetryResult struct {
 // with not_before in the future, by the database clock) and parked slots
 // (not_before 'infinity'). Their not_before is cleared and their message
 // kept; parked slots also get fail_count 0, so the retry policy starts
-// afresh. Locked rows are skipped, never waited for, and listed in Held.
+// afresh. Each gets a 'retried' event in its history, with the client's
+// actor. Locked rows are skipped, never waited for, and listed in Held.
 //
 // Like Reopen, it works in chunks and notifies in the last chunk's
 // transaction.
@@ -43,9 +44,9 @@ func (c *Client) Retry(ctx context.Context, from, to time.Time, opts RetryOption
 	if err != nil {
 		return RetryResult{}, err
 	}
-	sql := c.sql.retry
+	sql, args := c.sql.retry, []any{c.actor}
 	if opts.DryRun {
-		sql = c.sql.retryDry
+		sql, args = c.sql.retryDry, nil
 	}
 	var res RetryResult
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
@@ -53,7 +54,7 @@ func (c *Client) Retry(ctx context.Context, from, to time.Time, opts RetryOption
 		var h heldScan
 		err := c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
 			h = heldScan{}
-			if err := scanRow(tx.QueryRow(ctx, sql, c.name, c.interval, p.lo, p.hi), &h, &n, &unparked); err != nil {
+			if err := scanRow(tx.QueryRow(ctx, sql, append([]any{c.name, c.interval, p.lo, p.hi}, args...)...), &h, &n, &unparked); err != nil {
 				return err
 			}
 			if last && !opts.DryRun && res.Retried+n > 0 {

@@ -15,8 +15,8 @@ const DefaultSkipReason = "skipped"
 
 // SkipOptions tune Skip. The zero value skips.
 type SkipOptions struct {
-	// Reason is stored in the message of every slot skipped. Default
-	// DefaultSkipReason. It must pass slot.CheckReason.
+	// Reason is stored in the message of every slot skipped and in its
+	// history. Default DefaultSkipReason. It must pass slot.CheckReason.
 	Reason string
 	// DryRun reports what would be skipped, and changes nothing.
 	DryRun bool
@@ -47,8 +47,9 @@ type SkipResult struct {
 // need no processing (a holiday). Missing slots are inserted as SKIP, so the
 // hole stays visible and distinguishable from a slot that was never
 // created. COMPLETE slots are left alone and counted; slots in flight are
-// left alone, never waited for, and listed in Held. Skip one slot with
-// [sl.Start, sl.End).
+// left alone, never waited for, and listed in Held. Every slot skipped or
+// inserted gets a 'skipped' event in its history, with the reason and the
+// client's actor. Skip one slot with [sl.Start, sl.End).
 //
 // The range is worked in transactions of at most Options.ChunkSize slots,
 // each holding the series' writer lock that Materialize takes, so the two
@@ -65,7 +66,7 @@ func (c *Client) Skip(ctx context.Context, from, to time.Time, opts SkipOptions)
 	if reason == "" {
 		reason = DefaultSkipReason
 	}
-	sql, reasonArg := c.sql.skip, []any{reason}
+	sql, reasonArg := c.sql.skip, []any{reason, c.actor}
 	if opts.DryRun {
 		sql, reasonArg = c.sql.skipDry, nil // writes no message
 	}

@@ -1,6 +1,7 @@
 package coverage
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -12,8 +13,11 @@ type statements struct {
 	countParts, listParts              string
 	insertSlots, insertSlotsOrIgnore   string
 	insertRuns, insertRunsOrIgnore     string
+	skipSlots, skipSlotsOrIgnore       string
+	skipRuns, skipRunsOrIgnore         string
 	reopen, reopenDry, retry, retryDry string
 	skip, skipDry, counts, extent      string
+	history, current                   string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -59,6 +63,25 @@ const insertRuns = `INSERT INTO {{schema}}.slot (name, "interval", slot_start, s
 	SELECT $1, $2, r.lo + (k * $7::bigint) * interval '1 microsecond', r.lo + ((k + 1) * $7::bigint) * interval '1 microsecond', $5, $6::text
 	FROM unnest($3::timestamptz[], $4::bigint[]) AS r(lo, n), generate_series(0, r.n - 1) AS k`
 
+// logEvent starts the insert of history rows (slot_event). Operations
+// record one row per slot they change, set-based, in the statement that
+// changes them; actor is the given parameter, or the session's role.
+// Messages are cut to 1024 characters, which the table's 4096-byte bound
+// always admits.
+const logEvent = `INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, actor, message)`
+
+// actor is the history's actor: parameter $n, or the session's role.
+func actor(n int) string { return fmt.Sprintf("coalesce($%d::text, session_user::text)", n) }
+
+// loggedSkips wraps an insert of SKIP slots so that it records each in the
+// history, with actor parameter n. Its row count stays the number of slots
+// inserted.
+func loggedSkips(insert string, n int) string {
+	return `WITH ins AS (` + insert + ` RETURNING slot_start, generation)
+` + logEvent + `
+SELECT $1, $2, ins.slot_start, 'skipped', ins.generation, ` + actor(n) + `, left($6, 1024) FROM ins`
+}
+
 // reopen re-opens the rows of [$3, $4) whose status is in $5, and parked
 // ones when $6, with reason $7. Acquirable AVAILABLE rows are locked too,
 // only to find those a locked-mode worker holds: they are reported, like
@@ -86,20 +109,25 @@ target AS (
 	SELECT l.slot_start FROM locked l
 	WHERE l.status = ANY($5::text[]) OR $6 AND l.status = 'AVAILABLE' AND l.not_before = 'infinity'
 ),
-changed AS ({{changed}})
+changed AS ({{changed}}){{logged}}
 SELECT (SELECT count(*) FROM changed),` + heldColumns + `
 FROM (SELECT c.*, c.status = 'ACQUIRED' OR l.slot_start IS NULL AS held
 	FROM candidate c LEFT JOIN locked l ON l.slot_start = c.slot_start) c`
 
 // reopenUpdate is what a re-open changes: the slot is redone from scratch,
-// so the counters, the backoff and the previous generation's checkpoint
-// (data) and completion time go; the fence stays, so tokens keep growing.
+// as a new generation, so the counters, the backoff and the previous
+// generation's checkpoint (data) and completion time go; the fence stays,
+// so tokens keep growing.
 const reopenUpdate = `UPDATE {{schema}}.slot s SET status = 'AVAILABLE', message = $7, fail_count = 0, attempts = 0,
 		not_before = NULL, owner = NULL, lease_until = NULL, data = NULL, completed_at = NULL,
-		updated_at = clock_timestamp()
+		generation = s.generation + 1, updated_at = clock_timestamp()
 	FROM target t
 	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
-	RETURNING 1`
+	RETURNING s.slot_start, s.generation`
+
+var reopenLogged = `,
+logged AS (` + logEvent + `
+	SELECT $1, $2, slot_start, 'reopened', generation, ` + actor(8) + `, left($7, 1024) FROM changed)`
 
 // retrySQL clears the backoff of the rows of [$3, $4) that are in backoff or
 // parked, and the failure count of parked ones, so the retry policy starts
@@ -117,7 +145,7 @@ locked AS (
 	ORDER BY s.slot_start
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
-changed AS ({{changed}})
+changed AS ({{changed}}){{logged}}
 SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM changed WHERE unparked),` + heldColumns + `
 FROM (SELECT c.*, l.slot_start IS NULL AS held
 	FROM candidate c LEFT JOIN locked l ON l.slot_start = c.slot_start) c`
@@ -127,7 +155,13 @@ const retryUpdate = `UPDATE {{schema}}.slot s SET not_before = NULL,
 		updated_at = clock_timestamp()
 	FROM locked l
 	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = l.slot_start
-	RETURNING l.not_before = 'infinity' AS unparked`
+	RETURNING l.not_before = 'infinity' AS unparked, s.slot_start, s.generation`
+
+var retryLogged = `,
+logged AS (` + logEvent + `
+	SELECT $1, $2, slot_start, 'retried', generation, ` + actor(5) + `,
+		CASE WHEN unparked THEN 'un-parked: the retry policy starts afresh' ELSE 'backoff cleared' END
+	FROM changed)`
 
 // skip marks the AVAILABLE rows of [$3, $4) SKIP with reason $5, and counts
 // the rows it leaves alone: COMPLETE, already SKIP, and held.
@@ -143,7 +177,7 @@ locked AS (
 	ORDER BY s.slot_start
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
-changed AS ({{changed}})
+changed AS ({{changed}}){{logged}}
 SELECT (SELECT count(*) FROM changed),
 	count(*) FILTER (WHERE c.status = 'COMPLETE'),
 	count(*) FILTER (WHERE c.status = 'SKIP'),` + heldColumns + `
@@ -153,29 +187,51 @@ FROM (SELECT c.*, c.status = 'ACQUIRED' OR c.status = 'AVAILABLE' AND l.slot_sta
 const skipUpdate = `UPDATE {{schema}}.slot s SET status = 'SKIP', message = $5, not_before = NULL, updated_at = clock_timestamp()
 	FROM locked l
 	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = l.slot_start
-	RETURNING 1`
+	RETURNING s.slot_start, s.generation`
 
-const counts = `SELECT
-	count(*) FILTER (WHERE s.status = 'COMPLETE'),
-	count(*) FILTER (WHERE s.status = 'SKIP'),
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND (s.not_before IS NULL OR s.not_before <= now_.t)),
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before > now_.t AND s.not_before <> 'infinity'),
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before = 'infinity'),
-	count(*) FILTER (WHERE s.status = 'ACQUIRED'),
-	count(*) FILTER (WHERE s.status = 'ACQUIRED' AND s.lease_until < now_.t),
-	min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')),
-	max(s.completed_at)
+var skipLogged = `,
+logged AS (` + logEvent + `
+	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed)`
+
+// counts also finds the open slot whose message was written last: only the
+// open rows with a message are sorted, and the winner's columns are read by
+// its key.
+const counts = `WITH c AS (SELECT
+	count(*) FILTER (WHERE s.status = 'COMPLETE') AS complete,
+	count(*) FILTER (WHERE s.status = 'SKIP') AS skip,
+	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND (s.not_before IS NULL OR s.not_before <= now_.t)) AS available,
+	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before > now_.t AND s.not_before <> 'infinity') AS backoff,
+	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before = 'infinity') AS parked,
+	count(*) FILTER (WHERE s.status = 'ACQUIRED') AS acquired,
+	count(*) FILTER (WHERE s.status = 'ACQUIRED' AND s.lease_until < now_.t) AS expired,
+	min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')) AS oldest,
+	max(s.completed_at) AS last,
+	(array_agg(s.slot_start ORDER BY s.updated_at DESC) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED') AND s.message IS NOT NULL))[1] AS noted
 FROM {{schema}}.slot s, (SELECT clock_timestamp() AS t) now_
-WHERE ` + inRange
+WHERE ` + inRange + `)
+SELECT c.complete, c.skip, c.available, c.backoff, c.parked, c.acquired, c.expired, c.oldest, c.last,
+	c.noted, m.status, m.not_before = 'infinity', m.message, m.updated_at
+FROM c LEFT JOIN {{schema}}.slot m ON m.name = $1 AND m."interval" = $2 AND m.slot_start = c.noted`
+
+const current = `SELECT status, generation, attempts, fail_count, fence, owner::text, lease_until, not_before, message,
+	created_at, updated_at, completed_at
+FROM {{schema}}.slot WHERE name = $1 AND "interval" = $2 AND slot_start = $3`
+
+// history sorts the few events of one slot after fetching them by the
+// index on the slot.
+const history = `SELECT at, event, generation, owner::text, fence, attempt, actor, message
+FROM {{schema}}.slot_event WHERE name = $1 AND "interval" = $2 AND slot_start = $3
+ORDER BY at`
 
 const extent = `SELECT min(s.slot_start), max(s.slot_start) FROM {{schema}}.slot s
 	WHERE s.name = $1 AND s."interval" = $2`
 
-// withChanged puts the data-modifying step into a statement. A dry run puts
-// in the SELECT of the rows it would change instead (its caller rolls the
-// transaction back, releasing the row locks taken to find held rows).
-func withChanged(sql, changed string) string {
-	return strings.Replace(sql, "{{changed}}", changed, 1)
+// withChanged puts the data-modifying step, and the history it writes, into
+// a statement. A dry run puts in the SELECT of the rows it would change
+// instead, and no history (its caller rolls the transaction back, releasing
+// the row locks taken to find held rows).
+func withChanged(sql, changed, logged string) string {
+	return strings.Replace(strings.Replace(sql, "{{changed}}", changed, 1), "{{logged}}", logged, 1)
 }
 
 func renderStatements(schema string) statements {
@@ -187,13 +243,19 @@ func renderStatements(schema string) statements {
 		insertSlotsOrIgnore: r(insertSlots + ` ON CONFLICT DO NOTHING`),
 		insertRuns:          r(insertRuns),
 		insertRunsOrIgnore:  r(insertRuns + ` ON CONFLICT DO NOTHING`),
-		reopen:              r(withChanged(reopen, reopenUpdate)),
-		reopenDry:           r(withChanged(reopen, `SELECT 1 FROM target`)),
-		retry:               r(withChanged(retrySQL, retryUpdate)),
-		retryDry:            r(withChanged(retrySQL, `SELECT l.not_before = 'infinity' AS unparked FROM locked l`)),
-		skip:                r(withChanged(skip, skipUpdate)),
-		skipDry:             r(withChanged(skip, `SELECT 1 FROM locked`)),
+		skipSlots:           r(loggedSkips(insertSlots, 7)),
+		skipSlotsOrIgnore:   r(loggedSkips(insertSlots+` ON CONFLICT DO NOTHING`, 7)),
+		skipRuns:            r(loggedSkips(insertRuns, 8)),
+		skipRunsOrIgnore:    r(loggedSkips(insertRuns+` ON CONFLICT DO NOTHING`, 8)),
+		reopen:              r(withChanged(reopen, reopenUpdate, reopenLogged)),
+		reopenDry:           r(withChanged(reopen, `SELECT 1 FROM target`, "")),
+		retry:               r(withChanged(retrySQL, retryUpdate, retryLogged)),
+		retryDry:            r(withChanged(retrySQL, `SELECT l.not_before = 'infinity' AS unparked FROM locked l`, "")),
+		skip:                r(withChanged(skip, skipUpdate, skipLogged)),
+		skipDry:             r(withChanged(skip, `SELECT 1 FROM locked`, "")),
 		counts:              r(counts),
+		current:             r(current),
+		history:             r(history),
 		extent:              r(extent),
 	}
 }

@@ -31,26 +31,54 @@ type Counts struct {
 	// LastCompleted is the latest completion time of the range's COMPLETE
 	// slots, zero if none.
 	LastCompleted time.Time
+	// LastNote is the most recently written message among the range's
+	// open slots (AVAILABLE or ACQUIRED): the last failure, parking or
+	// re-open reason still standing, the likeliest explanation of what is
+	// not done yet. Nil when none of them has a message. Skip reasons are
+	// left out: a catch-up policy can skip millions of slots, which would
+	// all have to be sorted.
+	LastNote *Note
 }
 
-// Counts returns the stored slots of [from, to) by state, read in one
-// statement. It reads every row of the range. Errors for an invalid range
-// wrap slot.ErrInvalid.
+// Note is the message a slot carries and the slot's state.
+type Note struct {
+	// Start is the slot's start, in the series' zone.
+	Start time.Time
+	// Status is the slot's status; Parked is set for an AVAILABLE slot
+	// that gave up.
+	Status string
+	Parked bool
+	// Message is the failure, skip or re-open reason.
+	Message string
+	// At is when the slot row was last written (database clock), in the
+	// series' zone.
+	At time.Time
+}
+
+// Counts returns the stored slots of [from, to) by state, and the last
+// note, read in one statement. It reads every row of the range. Errors for
+// an invalid range wrap slot.ErrInvalid.
 func (c *Client) Counts(ctx context.Context, from, to time.Time) (Counts, error) {
 	from, to, _, err := c.checkRange(from, to)
 	if err != nil {
 		return Counts{}, err
 	}
 	var n Counts
-	var oldest, last pgtype.Timestamptz
+	var oldest, last, noted, notedAt pgtype.Timestamptz
+	var status, message *string
+	var parked *bool
 	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, c.sql.counts, c.name, c.interval, from, to).Scan(
-			&n.Complete, &n.Skip, &n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &oldest, &last)
+			&n.Complete, &n.Skip, &n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &oldest, &last,
+			&noted, &status, &parked, &message, &notedAt)
 	})
 	if err != nil {
 		return Counts{}, err
 	}
 	n.OldestOpen, n.LastCompleted = c.inZone(oldest), c.inZone(last)
+	if noted.Valid && status != nil {
+		n.LastNote = &Note{Start: c.inZone(noted), Status: *status, Parked: deref(parked), Message: deref(message), At: c.inZone(notedAt)}
+	}
 	return n, nil
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/wake"
 )
 
 //go:embed sql/*.sql
@@ -42,8 +43,9 @@ const DefaultSchema = sqlschema.Default
 var ErrNotMigrated = errors.New("schema not migrated")
 
 // Migration is one versioned step of the schema. Its SQL is a template in
-// which {{schema}} stands for the quoted schema name; use UpSQL and DownSQL to
-// render it.
+// which {{schema}} stands for the quoted schema name and {{wake_channel}} for
+// the schema's notification channel as a string literal; use UpSQL and
+// DownSQL to render it.
 type Migration struct {
 	Version int
 	Name    string
@@ -52,10 +54,19 @@ type Migration struct {
 }
 
 // UpSQL returns the migration's SQL for schema, quoted as an identifier.
-func (m Migration) UpSQL(schema string) string { return sqlschema.Render(m.up, schema) }
+func (m Migration) UpSQL(schema string) string { return render(m.up, schema) }
 
 // DownSQL returns the SQL that undoes the migration for schema.
-func (m Migration) DownSQL(schema string) string { return sqlschema.Render(m.down, schema) }
+func (m Migration) DownSQL(schema string) string { return render(m.down, schema) }
+
+// render fills a migration's placeholders. The channel name is computed
+// here, not in SQL, so that workers (package wake) and the schema's
+// triggers cannot disagree on it; it is made of [a-z0-9_] only, so quoting
+// it as a literal is trivial.
+func render(sql, schema string) string {
+	sql = strings.ReplaceAll(sql, "{{wake_channel}}", "'"+wake.Channel(schema)+"'")
+	return sqlschema.Render(sql, schema)
+}
 
 // All returns every migration in version order.
 func All() []Migration { return all }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/wake"
 	"github.com/almanacdev/almanac/migrations"
 )
 
@@ -153,4 +154,22 @@ func FuzzGrants(f *testing.F) {
 			t.Fatalf("unbalanced quoting for %q %q %q:\n%s", schema, runtime, migrator, sql)
 		}
 	})
+}
+
+// TestWakeChannelInSQL: the schema's wake_channel() is the channel workers
+// listen on, whatever the schema is called.
+func TestWakeChannelInSQL(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	for _, suffix := range []string{"", `"q'$$x`, " Ünï ; --"} {
+		schema := pgtest.Schema(t) + suffix
+		t.Cleanup(func() {
+			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sqlschema.Quote(schema)+" CASCADE")
+		})
+		_, err := migrations.Up(ctx, pool, schema)
+		require.NoError(t, err)
+		var channel string
+		require.NoError(t, pool.QueryRow(ctx, "SELECT "+sqlschema.Quote(schema)+".wake_channel()").Scan(&channel))
+		require.Equal(t, wake.Channel(schema), channel, schema)
+	}
 }

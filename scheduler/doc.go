@@ -23,5 +23,8 @@
 // released with its checkpoint, so nothing is lost.
 //
 // Command is the handler of the sidecar (`almanac run`): it runs a program
-// per slot with the slot in its environment.
+// per slot with the slot, and only what the program needs, in its
+// environment, under a supervisor that kills the program and everything it
+// started when the slot is lost, times out or the scheduler's process ends,
+// however it ends (Command's godoc says what remains possible).
 package scheduler

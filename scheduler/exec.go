@@ -3,17 +3,16 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/redact"
+	"github.com/almanacdev/almanac/internal/safetext"
+	"github.com/almanacdev/almanac/internal/supervisor"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -26,13 +25,32 @@ const (
 	// DefaultGrace is how long a command has to exit after SIGTERM before
 	// it gets SIGKILL.
 	DefaultGrace = 10 * time.Second
-	// stderrTail bounds the part of a failed command's stderr kept as the
-	// slot's failure message.
-	stderrTail = 4096
 )
 
-// Command runs a program once per slot: the sidecar's handler. The slot is
-// in the program's environment:
+const (
+	// stderrTail is how much of the end of a failed command's stderr its
+	// message keeps, in bytes; shownPath bounds the command's name in it.
+	// With the status and acquire's "gave up after n failures: " prefix,
+	// the message stays within the 4 KiB acquire stores, so the end of
+	// stderr, where programs say what went wrong, is never cut off.
+	stderrTail = 3072
+	shownPath  = 512
+	// maxLine bounds a line of output kept in memory until its newline.
+	maxLine = 64 << 10
+)
+
+// ErrCannotStart is wrapped by Check's errors about Path.
+var ErrCannotStart = supervisor.ErrCannotStart
+
+// Command runs a program once per slot: the sidecar's handler. It needs a
+// Unix system; on Linux it gives the guarantees below in full.
+//
+// # Environment
+//
+// The program does not inherit the scheduler's environment, which holds
+// the database URL and its password. It gets PATH, HOME, USER, LOGNAME,
+// SHELL, LANG, TZ, TMPDIR and every LC_* variable of the scheduler's
+// environment that is set, then Env's entries, then the slot:
 //
 //	ALMANAC_NAME         series name
 //	ALMANAC_INTERVAL     interval, e.g. PT5M
@@ -40,32 +58,97 @@ const (
 //	ALMANAC_SLOT_START   start, RFC 3339 in the series' zone
 //	ALMANAC_SLOT_END     end, RFC 3339 in the series' zone
 //	ALMANAC_ATTEMPT      1 for the first attempt since the slot was created or re-opened
-//	ALMANAC_FENCE        fencing token: pass it to systems that can refuse stale writers
+//	ALMANAC_FENCE        fencing token of this attempt (see below)
 //	ALMANAC_KEY          "<name> <slot text>", an idempotency key
 //
+// EnvAll passes the whole environment instead, except DATABASE_URL, every
+// ALMANAC_*_URL (ALMANAC_LISTEN_URL) and every PG* variable: those pass
+// only when Env names them.
+//
+// # Outcome
+//
 // Exit status 0 completes the slot; SkipExitCode skips it; any other status
-// or a death by signal is a failure whose message is the tail of the
-// program's stderr (at most 4 KiB). The program runs in its own process
-// group; when its lease is lost, its timeout passes or the scheduler shuts
-// down, the group gets SIGTERM and, Grace later, SIGKILL.
+// or a death by signal is a failure whose message is the command's name,
+// its status and the last 3 KiB of its stderr. Passwords in URLs and in
+// password=... pairs are replaced by REDACTED in that message and in the
+// output lines copied to Stdout and Stderr, and the message is made
+// storable: invalid UTF-8 bytes, NUL and the other control characters but
+// newline and tab become U+FFFD, a carriage return a newline, and a
+// character cut by the 3 KiB window is dropped, so recording the failure
+// cannot fail on its content.
+//
+// # What dies when
+//
+// The program runs under a supervisor process, in a process group of its
+// own. The supervisor is the running program's own binary started again,
+// which a package init function turns into the supervisor before main runs
+// (it adds a few to a few tens of milliseconds per run). When its lease is
+// lost, its Timeout passes or the scheduler shuts down, the group gets
+// SIGTERM and, Grace later, SIGKILL. When the program exits, whatever it
+// left running is killed. When the scheduler's process ends in any way,
+// SIGKILL included, the supervisor notices (a pipe only the scheduler holds
+// closes) and kills the group at once. On Linux the supervisor is a child
+// subreaper, so this reaches every descendant, also those that left the
+// group (setsid, daemons), and the program gets a parent-death signal should
+// the supervisor itself be killed.
+//
+// What remains possible: on Linux, work handed to another service (a
+// systemd unit, a container, a remote host) outlives the command, as does
+// what the program's children started if the supervisor itself is killed
+// with SIGKILL. On other Unix systems (macOS, the BSDs), descendants that
+// left the process group survive everything, and what the program leaves
+// running when it exits normally is not killed. And on every system a
+// scheduler that is frozen (SIGSTOP, a paused VM) past its lease loses its
+// slot to another process while its command may still be running; its
+// command is stopped when the scheduler resumes and finds the lease lost.
+// That is what ALMANAC_FENCE is for: every acquisition gets a larger
+// token, so a system the command writes to can refuse a write that carries
+// a smaller token than one it has already seen, and a stale run cannot
+// overwrite a newer one.
 type Command struct {
+	// Path is the program: a path (relative to Dir), or a name looked up
+	// in the program's PATH.
 	Path string
 	Args []string
-	// Env is added to the scheduler's environment (KEY=value).
+	// Env adds to the program's environment: "NAME=value" sets NAME, and a
+	// bare "NAME" passes the scheduler's own NAME if it is set, secrets
+	// included (naming a variable is the opt-in). Later entries win. See
+	// CheckEnv for the rules.
 	Env []string
+	// EnvAll passes the scheduler's whole environment except the database
+	// secrets that Env does not name.
+	EnvAll bool
 	// Dir is the working directory; empty means the current one.
 	Dir string
 	// SkipExitCode marks the slot SKIP. Zero means DefaultSkipExitCode.
 	SkipExitCode int
-	// Timeout bounds one run; zero means no limit (the lease is kept alive
-	// for as long as the program runs).
+	// Timeout bounds one run; past it the program is stopped as on lease
+	// loss and the run is a failure. Zero means no limit: the lease is kept
+	// alive for as long as the program runs, hung or not.
 	Timeout time.Duration
 	// Grace is the time between SIGTERM and SIGKILL. Zero means
 	// DefaultGrace.
 	Grace time.Duration
 	// Stdout and Stderr receive the program's output, each line prefixed
-	// with the slot ("[name 2026-03-01T10:00:00Z/PT5M] "). Nil discards it.
+	// with the slot ("[name 2026-03-01T10:00:00Z/PT5M] ") and passwords
+	// redacted. Nil discards it.
 	Stdout, Stderr io.Writer
+}
+
+// Check reports whether the command can run at all, so that a program
+// refuses a mistake before it claims a slot: Env's entries must pass
+// CheckEnv, and Path must resolve, as a shell in Dir with the command's
+// PATH would resolve it, to an executable file (a script's interpreter
+// too). Errors wrap ErrBadEnv or ErrCannotStart and quote the bad value.
+// On Windows it returns an error wrapping errors.ErrUnsupported.
+func (c Command) Check() error {
+	for _, e := range c.Env {
+		if err := CheckEnv(e); err != nil {
+			return err
+		}
+	}
+	_, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(c.environ(), "PATH"))
+	return err
 }
 
 // LeaseHandler returns the handler that runs the command for a slot.
@@ -86,74 +169,77 @@ func (c Command) run(ctx context.Context, l *acquire.Lease, mu *sync.Mutex) erro
 		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, fmt.Errorf("timed out after %s", c.Timeout))
 		defer cancel()
 	}
-	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Dir = c.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(append(os.Environ(), c.Env...), slotEnv(l.Slot)...)
-	prefix := "[" + l.Name + " " + l.Slot.Slot.String() + "] "
-	stdout := &lineWriter{w: c.Stdout, prefix: prefix, mu: mu}
-	stderr := &lineWriter{w: c.Stderr, prefix: prefix, mu: mu}
-	tail := &tailBuffer{max: stderrTail}
-	cmd.Stdout = stdout
-	cmd.Stderr = io.MultiWriter(stderr, tail)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", c.Path, err)
+	name := safetext.Head(c.Path, shownPath)
+	env := append(c.environ(), slotEnv(l.Slot)...)
+	path, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(env, "PATH"))
+	if err != nil {
+		return err // it was there when the scheduler started
 	}
-	running.Store(cmd.Process.Pid, struct{}{})
-	defer running.Delete(cmd.Process.Pid)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
+	prefix := "[" + l.Name + " " + l.Slot.Slot.String() + "] "
+	tail := &tailBuffer{max: stderrTail}
+	stdout := &lineWriter{w: c.Stdout, prefix: prefix, mu: mu}
+	stderr := &lineWriter{w: c.Stderr, prefix: prefix, mu: mu, tail: tail}
+	p, err := supervisor.Start(supervisor.Spec{
+		Path: path, Args: append([]string{c.Path}, c.Args...), Env: env, Dir: c.Dir, Stdout: stdout, Stderr: stderr,
+	})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	done := make(chan ended, 1)
+	go func() {
+		st, err := p.Wait()
+		done <- ended{st, err}
+	}()
+	var end ended
 	select {
-	case err = <-done:
+	case end = <-done:
 	case <-ctx.Done():
-		err = c.stop(cmd, done)
+		end = c.stop(p, done)
 		stdout.flush()
 		stderr.flush()
 		// The cause says why: lease lost, timeout or shutdown.
-		return fmt.Errorf("%w (command stopped: %v)", context.Cause(ctx), err)
+		return fmt.Errorf("%w (command stopped: %s)%s", context.Cause(ctx), end, tail.suffix())
 	}
 	stdout.flush()
 	stderr.flush()
-	var exitErr *exec.ExitError
 	switch {
-	case err == nil:
+	case end.err != nil:
+		return fmt.Errorf("%s: %w%s", name, end.err, tail.suffix())
+	case end.status.Code == 0:
 		return nil
-	case errors.As(err, &exitErr) && exitErr.ExitCode() == c.SkipExitCode:
-		return acquire.Skip(fmt.Sprintf("%s exited with %d: %s", c.Path, c.SkipExitCode, tail.String()))
-	case errors.As(err, &exitErr):
-		return fmt.Errorf("%s: %v: %s", c.Path, exitErr.ProcessState, tail.String())
+	case end.status.Code == c.SkipExitCode:
+		return acquire.Skip(fmt.Sprintf("%s exited with %d%s", name, c.SkipExitCode, tail.suffix()))
 	default:
-		return fmt.Errorf("%s: %w", c.Path, err)
+		return fmt.Errorf("%s: %s%s", name, end.status, tail.suffix())
 	}
 }
 
-// stop ends the command's process group: SIGTERM, then SIGKILL after the
-// grace period. It returns the command's exit error.
-func (c Command) stop(cmd *exec.Cmd, done <-chan error) error {
-	pgid := cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+// ended is how a supervised command ended.
+type ended struct {
+	status supervisor.Status
+	err    error
+}
+
+func (e ended) String() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return e.status.String()
+}
+
+// stop ends the command: SIGTERM to its process group, then SIGKILL to
+// everything after the grace period.
+func (c Command) stop(p *supervisor.Process, done <-chan ended) ended {
+	p.Terminate()
+	grace := time.NewTimer(c.Grace)
+	defer grace.Stop()
 	select {
-	case err := <-done:
-		return err
-	case <-time.After(c.Grace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	case e := <-done:
+		return e
+	case <-grace.C:
+		p.Kill()
 		return <-done
 	}
-}
-
-// running holds the process group ids of the commands running now.
-var running sync.Map
-
-// KillCommands sends SIGKILL to the process group of every command this
-// process is running. A program that must exit at once (a second SIGTERM)
-// calls it first, so no command outlives it unsupervised: their slots'
-// leases then expire and another process redoes them.
-func KillCommands() {
-	running.Range(func(pgid, _ any) bool {
-		_ = syscall.Kill(-pgid.(int), syscall.SIGKILL)
-		return true
-	})
 }
 
 func slotEnv(s acquire.Slot) []string {
@@ -165,21 +251,25 @@ func slotEnv(s acquire.Slot) []string {
 		"ALMANAC_SLOT_END=" + slot.FormatTime(s.End),
 		"ALMANAC_ATTEMPT=" + strconv.Itoa(s.Attempt),
 		"ALMANAC_FENCE=" + strconv.FormatInt(s.Fence, 10),
+		"ALMANAC_GENERATION=" + strconv.FormatInt(s.Generation, 10),
 		"ALMANAC_KEY=" + s.Key(),
+		"ALMANAC_COMPUTATION_KEY=" + s.ComputationKey(),
 	}
 }
 
-// lineWriter writes whole lines to w, each prefixed. Partial lines wait
-// for their newline (or flush).
+// lineWriter writes whole lines, passwords redacted, to w, each prefixed,
+// and to tail. Partial lines wait for their newline (or flush) up to
+// maxLine bytes.
 type lineWriter struct {
-	w      io.Writer
+	w      io.Writer // nil: discard
 	prefix string
 	mu     *sync.Mutex
+	tail   *tailBuffer // nil: none
 	buf    []byte
 }
 
 func (lw *lineWriter) Write(p []byte) (int, error) {
-	if lw.w == nil {
+	if lw.w == nil && lw.tail == nil {
 		return len(p), nil
 	}
 	lw.buf = append(lw.buf, p...)
@@ -191,20 +281,29 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 		lw.emit(lw.buf[:i+1])
 		lw.buf = lw.buf[i+1:]
 	}
+	if len(lw.buf) > maxLine {
+		lw.flush()
+	}
 	return len(p), nil
 }
 
 func (lw *lineWriter) flush() {
-	if lw.w != nil && len(lw.buf) > 0 {
+	if len(lw.buf) > 0 {
 		lw.emit(append(lw.buf, '\n'))
 		lw.buf = nil
 	}
 }
 
 func (lw *lineWriter) emit(line []byte) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	_, _ = lw.w.Write(append([]byte(lw.prefix), line...))
+	text := redact.String(string(line))
+	if lw.tail != nil {
+		lw.tail.write(text)
+	}
+	if lw.w != nil {
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		_, _ = io.WriteString(lw.w, lw.prefix+text)
+	}
 }
 
 // tailBuffer keeps the last max bytes written to it.
@@ -213,12 +312,18 @@ type tailBuffer struct {
 	buf []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
+func (t *tailBuffer) write(s string) {
+	t.buf = append(t.buf, s...)
 	if len(t.buf) > t.max {
-		t.buf = t.buf[len(t.buf)-t.max:]
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
 	}
-	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return string(bytes.TrimSpace(t.buf)) }
+// suffix is ": " and the kept stderr, storable, or "" if there is none.
+func (t *tailBuffer) suffix() string {
+	text := string(bytes.TrimSpace([]byte(safetext.Tail(t.buf, t.max))))
+	if text == "" {
+		return ""
+	}
+	return ": " + text
+}

@@ -61,9 +61,10 @@ type Job struct {
 	Lag time.Duration
 	// CatchUp is the policy for slots missed during downtime. Default all.
 	CatchUp CatchUp
-	// Start is the start of the first slot the job covers. Zero: the series'
-	// earliest stored slot, or, for a series with none, the most recently
-	// due slot.
+	// Start, if set, bounds the job: only slots starting at or after it are
+	// materialized and acquired. Zero: the job covers the series from its
+	// earliest stored slot, or, for a series with none, from the most
+	// recently due slot, and acquires any open slot.
 	Start time.Time
 	// End, if set, bounds the job: only slots starting before it are
 	// materialized and acquired (a backfill of a fixed range).

@@ -134,11 +134,16 @@ func (s *Scheduler) receive(ctx context.Context, conn *pgx.Conn, byKey map[key]*
 	}
 }
 
-// notified wakes the job a notification is about, if any.
+// notified wakes the job a notification is about, if any: every job for a
+// notification that names no series (a plain SQL insert, of any series).
 func (s *Scheduler) notified(n *pgconn.Notification, byKey map[key]*job) {
 	ev, err := wake.Parse(n.Payload)
 	if err != nil {
 		return // not ours
+	}
+	if ev.Name == "" {
+		s.wakeAll()
+		return
 	}
 	if j := byKey[key{ev.Name, ev.Interval}]; j != nil {
 		s.wake(j)

@@ -15,7 +15,8 @@ import (
 // catch-up policies), and works the jobs until ctx is done: triggers
 // materialize newly due slots, idle workers wait for a notification
 // (materialize, re-open, retry) or the poll interval, and a periodic sweep
-// re-materializes each job's look-back window.
+// re-materializes each job's look-back window and prunes the slots' history
+// older than the schema's retention.
 //
 // When ctx is done Run stops acquiring, lets running handlers finish for up
 // to ShutdownTimeout, then cancels their contexts: locked-mode work rolls
@@ -88,6 +89,11 @@ func (s *Scheduler) run(ctx context.Context) {
 	go func() {
 		defer background.Done()
 		s.poll(ctx)
+	}()
+	background.Add(1)
+	go func() {
+		defer background.Done()
+		s.pruneHistory(ctx)
 	}()
 
 	var workers sync.WaitGroup

@@ -43,7 +43,7 @@ type Options struct {
 	// backoff ran out. Default 5 s.
 	PollInterval time.Duration
 	// SweepInterval is how often each job re-materializes its look-back
-	// window. Default 10 min.
+	// window, and how often the slots' history is pruned. Default 10 min.
 	SweepInterval time.Duration
 	// ShutdownTimeout is how long running handlers may take to finish once
 	// Run's context is done, before their contexts are cancelled. Default
@@ -184,6 +184,8 @@ func (s *Scheduler) prepare(ctx context.Context) error {
 		qopts := j.Queue
 		qopts.Schema = s.opts.Schema
 		qopts.Lag = j.Lag
+		// Start and End bound what the job acquires, not only what it
+		// materializes: older open slots are not its work.
 		if qopts.From.IsZero() && !j.Start.IsZero() {
 			qopts.From = j.Start
 		}

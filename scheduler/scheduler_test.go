@@ -16,6 +16,7 @@ import (
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -318,8 +319,8 @@ echo "done $ALMANAC_NAME"
 	rec := &recorder{}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
-	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
-		Queue: acquire.Options{To: start.Add(3 * time.Minute), Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
+	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, End: start.Add(3 * time.Minute), Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
+		Queue: acquire.Options{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
 	_, err := s.RunOnce(context.Background())
 	var left *IncompleteError
 	require.ErrorAs(t, err, &left)
@@ -345,8 +346,8 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
 	g := series(t, "lost", "PT1M")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, s.Add(Job{Series: g, Start: start, Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
-		Queue: acquire.Options{LeaseTTL: 300 * time.Millisecond, To: start.Add(time.Minute)}}))
+	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(time.Minute), Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
+		Queue: acquire.Options{LeaseTTL: 300 * time.Millisecond}}))
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -458,4 +459,26 @@ func TestNoLostWakeUps(t *testing.T) {
 			return res.Reopened == 1
 		}, 3*time.Second, time.Millisecond, "round %d", i)
 	}
+}
+
+// TestStartBoundsAcquisition: a job from Start to End runs only the slots
+// starting in [Start, End), not older open ones.
+func TestStartBoundsAcquisition(t *testing.T) {
+	db := pgtest.New(t)
+	g := series(t, "bounded", "PT1M")
+	start := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
+	_, _, err := seriesdb.Add(context.Background(), db.Pool, db.Schema, g)
+	require.NoError(t, err)
+	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	_, err = cov.Materialize(context.Background(), start.Add(-time.Hour), start, coverage.MaterializeOptions{})
+	require.NoError(t, err)
+	s := New(db.Pool, Options{Schema: db.Schema})
+	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(3 * time.Minute), Mode: Lease,
+		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
+	summary, err := s.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, Summary{acquire.Completed: 3}, summary)
+	require.Equal(t, 60, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE slot_start < $1 AND status = 'AVAILABLE' AND attempts = 0`, start))
+	require.Equal(t, 3, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE slot_start >= $1 AND status = 'COMPLETE'`, start))
 }

@@ -20,6 +20,7 @@ var (
 	ErrName         error = inputError("invalid series name")
 	ErrSlot         error = inputError("invalid slot")
 	ErrReason       error = inputError("invalid reason")
+	ErrText         error = inputError("invalid text")
 	ErrRange        error = inputError("invalid range")
 	ErrTooManySlots error = inputError("too many slots")
 	// ErrNoSlot is returned for a grid position whose local date the time

@@ -43,6 +43,29 @@ func CheckReason(text string) error {
 	return nil
 }
 
+// CheckText reports whether text can be stored as one line of free text of
+// at most max bytes, such as the name of who re-opened a range: valid UTF-8
+// without any control character (tab and newline included) and without
+// invisible characters (see CheckName). Errors wrap ErrText and name the
+// text, abbreviated and escaped.
+func CheckText(text string, max int) error {
+	switch {
+	case len(text) > max:
+		return fmt.Errorf("%w %q: %d bytes; expected at most %d", ErrText, abbreviate(text), len(text), max)
+	case !utf8.ValidString(text):
+		return fmt.Errorf("%w %q: not valid UTF-8", ErrText, abbreviate(text))
+	}
+	for _, r := range text {
+		switch {
+		case isControl(r):
+			return fmt.Errorf("%w %q: contains control character %U", ErrText, abbreviate(text), r)
+		case isInvisible(r):
+			return fmt.Errorf("%w %q: contains invisible character %U", ErrText, abbreviate(text), r)
+		}
+	}
+	return nil
+}
+
 // isControl reports whether r is a control character: C0, DEL or C1.
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// Exit codes, a contract with scripts (DESIGN.md section 7).
+// Exit codes, a contract with scripts (the root command's help lists them).
 const (
 	exitOK          = 0
 	exitProblem     = 1 // the operation ran and found a problem
@@ -87,6 +87,7 @@ type app struct {
 	urlFrom     string // where databaseURL came from, for error messages
 	schema      string
 	json        bool
+	actor       string // --actor of the commands that change slots
 
 	// started is set once a command's own code runs. An error before that
 	// comes from parsing the command line (unknown command, bad flag, wrong
@@ -182,7 +183,8 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.DurationVar(&a.retryTimeout, "retry-timeout", defaultRetryTimeout,
 		"how long to keep trying while the database is unreachable, full or restarting, before exiting with status 3 (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
-		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(), a.runCommand(),
+		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(),
+		a.historyCommand(), a.runCommand(),
 		a.demoCommand(), a.benchCommand())
 	return root
 }

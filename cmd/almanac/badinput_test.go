@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,6 +52,11 @@ func TestBadInputBinary(t *testing.T) {
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'SKIP', message = 'outage' WHERE slot_start = '2026-03-01T01:00:00Z'`)
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET not_before = 'infinity', fail_count = 3 WHERE slot_start = '2026-03-01T01:05:00Z'`)
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET not_before = now() + interval '1 hour', fail_count = 1 WHERE slot_start = '2026-03-01T01:10:00Z'`)
+	notExecutable := filepath.Join(t.TempDir(), "report.sh")
+	require.NoError(t, os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644))
+	badInterpreter := filepath.Join(t.TempDir(), "fill.py")
+	require.NoError(t, os.WriteFile(badInterpreter, []byte("#!/usr/bin/pyhton3\n"), 0o755))
+
 	s := func(args ...string) []string { return append([]string{"--schema", schema}, args...) }
 	on := func(cmd, name, iv string, extra ...string) []string {
 		return s(append([]string{cmd, name, "--interval", iv}, extra...)...)
@@ -186,6 +192,29 @@ func TestBadInputBinary(t *testing.T) {
 		bad("not both", s("migrate", "down", "--yes", "--dry-run")...),
 		bad(`"pg_monitor"`, s("migrate", "grants", "--runtime", "pg_monitor", "--migrator", "owner")...),
 
+		// reopen, skip and retry: free text that cannot be stored.
+		bad("is 2000 bytes; expected at most 1024", on("reopen", "sensor", "PT5M", append(day, "--reason", strings.Repeat("r", 2000))...)...),
+		bad(`--actor: invalid input: actor "ops\tci"`, on("reopen", "sensor", "PT5M", append(day, "--actor", "ops\tci")...)...),
+		bad("is 10240 bytes; expected at most 200", on("retry", "sensor", "PT5M", append(day, "--actor", huge)...)...),
+		bad(`actor "\xff" is not valid UTF-8`, on("skip", "sensor", "PT5M", append(day, "--reason", "r", "--actor", "\xff")...)...),
+		bad(`reason "\x1b[31mred" contains control character`, on("skip", "sensor", "PT5M", append(day, "--reason", "\x1b[31mred")...)...),
+
+		// history
+		bad("expects a series NAME and a SLOT, got 1", s("history", "sensor")...),
+		bad(`--interval is required when SLOT "2026-03-01T00:00:00Z" does not name its interval`, s("history", "sensor", "2026-03-01T00:00:00Z")...),
+		bad(`SLOT "2026-03-01T00:00:00Z/PT1H" is a PT1H slot but --interval is PT5M`, s("history", "sensor", "2026-03-01T00:00:00Z/PT1H", "--interval", "PT5M")...),
+		bad(`"garbage"`, s("history", "sensor", "garbage", "--interval", "PT5M")...),
+		bad(`"2026-02-29"`, s("history", "sensor", "2026-02-29", "--interval", "PT5M")...),
+		bad("not a slot boundary", s("history", "sensor", "2026-03-01T00:01:00Z/PT5M")...),
+		bad("is not one PT5M slot after the start", s("history", "sensor", "2026-03-01T00:00:00Z/2026-03-01T00:10:00Z", "--interval", "PT5M")...),
+		bad(`invalid interval "P"`, s("history", "sensor", "2026-03-01T00:00:00Z/P")...),
+		bad(`"5m"`, s("history", "sensor", "2026-03-01T00:00:00Z", "--interval", "5m")...),
+		bad(`"nosuch"`, s("history", "nosuch", "2026-03-01T00:00:00Z/PT5M")...),
+		bad(`"a\nb"`, s("history", "a\nb", "2026-03-01T00:00:00Z/PT5M")...),
+		bad("history --prune takes no arguments, got 1", s("history", "--prune", "sensor")...),
+		bad(`--interval "PT5M" does not apply`, s("history", "--prune", "--interval", "PT5M")...),
+		bad("--dry-run applies to history --prune only", s("history", "sensor", "2026-03-01T00:00:00Z/PT5M", "--dry-run")...),
+
 		// run: checked before anything is registered or materialized.
 		bad(`"P"`, s("run", "x", "--interval", "P", "--", "true")...),
 		bad(`"P1.5M"`, s("run", "x", "--interval", "P1.5M", "--", "true")...),
@@ -197,6 +226,19 @@ func TestBadInputBinary(t *testing.T) {
 		bad("10240 bytes", s("run", huge, "--interval", "PT5M", "--", "true")...),
 		bad(`"a\nb"`, s("run", "a\nb", "--interval", "PT5M", "--", "true")...),
 		bad("registered with zone Europe/Berlin", s("run", "berlin", "--interval", "P1D", "--tz", "UTC", "--", "true")...),
+		// run: new flags and commands that cannot start, refused before
+		// the series is registered.
+		bad(`--timeout "-1s"`, s("run", "x", "--interval", "PT5M", "--timeout", "-1s", "--", "true")...),
+		bad(`--timeout "P1D"`, s("run", "x", "--interval", "PT5M", "--timeout", "P1D", "--", "true")...),
+		bad(`--env: invalid environment entry "1X"`, s("run", "x", "--interval", "PT5M", "--env", "1X", "--", "true")...),
+		bad(`"=value"`, s("run", "x", "--interval", "PT5M", "--env", "=value", "--", "true")...),
+		bad(`"BAD-NAME=1"`, s("run", "x", "--interval", "PT5M", "--env", "BAD-NAME=1", "--", "true")...),
+		bad(`"ALMANAC_SLOT=x": ALMANAC_SLOT is set by almanac`, s("run", "x", "--interval", "PT5M", "--env", "ALMANAC_SLOT=x", "--", "true")...),
+		bad(`"no-such-command-almanac" not found in PATH`, s("run", "x", "--interval", "PT5M", "--", "no-such-command-almanac")...),
+		bad(`"./reprot.sh" does not exist`, s("run", "x", "--interval", "PT5M", "--", "./reprot.sh")...),
+		bad(`is a directory`, s("run", "x", "--interval", "PT5M", "--", os.TempDir())...),
+		bad(`is not executable`, s("run", "x", "--interval", "PT5M", "--", notExecutable)...),
+		bad(`names the interpreter "/usr/bin/pyhton3", which does not exist`, s("run", "x", "--interval", "PT5M", "--", badInterpreter)...),
 
 		// Schema names: quoted as identifiers, so an injection attempt is
 		// just a schema that does not exist (exit 3: migrate it first),
@@ -290,6 +332,11 @@ func TestBadInputNUL(t *testing.T) {
 		append([]string{"skip", "a\x00b", "--interval", "PT5M", "--reason", "r"}, day...),
 		{"run", "a\x00b", "--interval", "PT5M", "--", "true"},
 		append([]string{"reopen", "sensor", "--interval", "PT5M", "--reason", "a\x00b"}, day...),
+
+		{"run", "x", "--interval", "PT5M", "--env", "a\x00b", "--", "true"},
+		{"run", "x", "--interval", "PT5M", "--", "a\x00b"},
+		{"history", "a\x00b", "2026-03-01T00:00:00Z/PT5M"},
+		append([]string{"reopen", "sensor", "--interval", "PT5M", "--actor", "a\x00b"}, day...),
 		append([]string{"skip", "sensor", "--interval", "PT5M", "--reason", "a\x00b"}, day...),
 	} {
 		r := cli(t, append([]string{"--schema", schema}, args...)...)

@@ -32,7 +32,7 @@ func (a *app) benchCommand() *cobra.Command {
 measured in the same run: the same SQL sent by a bare pgx loop, River, the
 naive SQL. Engine and baseline run alternately, each on a freshly loaded and
 vacuumed table, --repeats times; the table quotes medians and the median of
-the per-repeat ratios, with the bar DESIGN.md sets and whether it is met.
+the per-repeat ratios, with the bar the row must meet and whether it is met.
 
 Scenarios:
 ` + list.String() + `

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -100,9 +102,6 @@ func (f *rangeFlags) checkSize(grid slot.Series, from, to time.Time) error {
 	return nil
 }
 
-// openCoverage connects, loads the series and returns a client for it. An
-// unknown series is bad input (exit 2), like any other name that does not
-// exist.
 // openRange does what every range command starts with: it checks the
 // command line, opens the series' coverage client and reads --from and --to
 // in the series' zone.
@@ -118,7 +117,18 @@ func (a *app) openRange(ctx context.Context, rf *rangeFlags, name string) (c *co
 	return c, from, to, err
 }
 
+// openCoverage connects, loads the series and returns a client for it,
+// which records changes in the history as made by --actor (default: the
+// operator, user@host). An unknown series is bad input (exit 2), like any
+// other name that does not exist.
 func (a *app) openCoverage(ctx context.Context, name string, iv slot.Interval) (*coverage.Client, error) {
+	if err := coverage.CheckActor(a.actor); err != nil {
+		return nil, usageError(fmt.Errorf("--actor: %w", err))
+	}
+	actor := a.actor
+	if actor == "" {
+		actor = a.operator()
+	}
 	pool, err := a.connectMigrated(ctx)
 	if err != nil {
 		return nil, err
@@ -130,7 +140,28 @@ func (a *app) openCoverage(ctx context.Context, name string, iv slot.Interval) (
 	if err != nil {
 		return nil, err
 	}
-	return coverage.New(ctx, pool, def.Grid, coverage.Options{Schema: a.schema})
+	return coverage.New(ctx, pool, def.Grid, coverage.Options{Schema: a.schema, Actor: actor})
+}
+
+// registerActor adds --actor to a command that changes slots.
+func (a *app) registerActor(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&a.actor, "actor", "", "who asks, recorded in the slots' history (default: the operator, user@host)")
+}
+
+// operator names the person running the command, user@host, for the
+// slots' history; "" (the database role is recorded then) when that
+// cannot be stored.
+func (a *app) operator() string {
+	name := a.getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	actor := name + "@" + host
+	if name == "" || host == "" || coverage.CheckActor(actor) != nil {
+		return ""
+	}
+	return actor
 }
 
 // progressBar returns the progress callback of an operation, and a function

@@ -123,18 +123,30 @@ func TestCoverageCommands(t *testing.T) {
 		Held: []heldJSON{{Slot: "2026-03-01T06:00:00Z/PT5M", Start: "2026-03-01T06:00:00Z", End: "2026-03-01T06:05:00Z", Status: "ACQUIRED",
 			Owner: "6ba7b810-9dad-11d1-80b4-00c04fd430c8", LeaseUntil: ptr("2030-01-01T00:00:00Z")}}}, sk)
 
-	// reopen the finished morning: the leased slot is held and listed.
+	// reopen the finished morning: the leased slot is held and listed, and
+	// reopen exits 1 so that scripts notice, after printing its report.
 	morning := []string{"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-01T12:00:00Z"}
-	ro := decode[reopenResult](t, cli(t, sensor("reopen", append(morning, "--dry-run")...)...))
+	leftAlone := func(r result) reopenResult {
+		t.Helper()
+		require.Equal(t, 1, r.code, r.stderr)
+		require.Equal(t, "almanac: reopen: left 1 slot(s) in flight alone; reopen them once they finish\n", r.stderr)
+		var ro reopenResult
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &ro), r.stdout)
+		return ro
+	}
+	ro := leftAlone(cli(t, sensor("reopen", append(morning, "--dry-run")...)...))
 	require.Equal(t, int64(120), ro.Reopened, "119 complete and 1 skipped")
 	require.True(t, ro.DryRun)
-	ro = decode[reopenResult](t, cli(t, sensor("reopen", append(morning, "--reason", "late data", "--states", "complete")...)...))
+	ro = leftAlone(cli(t, sensor("reopen", append(morning, "--reason", "late data", "--states", "complete")...)...))
 	require.Equal(t, int64(119), ro.Reopened)
 	require.Len(t, ro.Held, 1)
 	r = cli(t, append([]string{"--schema", schema, "reopen", "sensor", "--interval", "PT5M", "--parked"}, day...)...)
-	requireOK(t, r)
+	require.Equal(t, 1, r.code, r.stderr)
 	require.Contains(t, r.stdout, "reopened 2 slot(s) of sensor PT5M (UTC) in [2026-03-01T00:00:00Z, 2026-03-02T00:00:00Z)")
 	require.Contains(t, r.stdout, "2026-03-01T06:00:00Z/PT5M  ACQUIRED  lease of 6ba7b810-9dad-11d1-80b4-00c04fd430c8 until 2030-01-01T00:00:00Z")
+	ro = decode[reopenResult](t, cli(t, sensor("reopen", "--from", "2026-03-01T00:00:00Z", "--to", "2026-03-01T00:05:00Z", "--states", "skip")...))
+	require.Equal(t, reopenResult{rangeJSON: rangeJSON{"sensor", "PT5M", "2026-03-01T00:00:00Z", "2026-03-01T00:05:00Z"}, Reopened: 0, Held: []heldJSON{}}, ro,
+		"nothing held: exit 0")
 
 	// retry: the slot in backoff.
 	rt := decode[retryResult](t, cli(t, sensor("retry", day...)...))

@@ -10,8 +10,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/almanacdev/almanac/scheduler"
-
 	// Zone rules travel with the binary, so it computes slot boundaries even
 	// on machines without a tz database (scratch and distroless images).
 	// A system tz database, when present, is still preferred by Go.
@@ -24,11 +22,13 @@ func main() {
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// The first signal asks for a graceful stop; a second one means now.
-		<-signals
-		cancel()
 		sig := <-signals
+		fmt.Fprintf(os.Stderr, "almanac: %s: stopping gracefully; a second signal stops at once\n", sig)
+		cancel()
+		// Exiting kills the running commands of `almanac run`: each one's
+		// supervisor sees the process end and kills everything it started.
+		sig = <-signals
 		fmt.Fprintf(os.Stderr, "almanac: second %s: killing running commands and exiting without waiting\n", sig)
-		scheduler.KillCommands()
 		os.Exit(130)
 	}()
 	os.Exit(runInput(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))

@@ -21,13 +21,19 @@ func (a *app) reopenCommand() *cobra.Command {
 	var reason, states string
 	var parked, dryRun bool
 	cmd := &cobra.Command{
-		Use:   "reopen NAME --interval P --from T --to T [--reason R] [--states S] [--parked] [--dry-run]",
+		Use:   "reopen NAME --interval P --from T --to T [--reason R] [--states S] [--parked] [--actor A] [--dry-run]",
 		Short: "Backfill: make the finished slots of a range AVAILABLE again",
 		Long: `Make the COMPLETE and SKIP slots of [--from, --to) AVAILABLE again, with the
-reason in their message, so workers redo them (late data arrived). Idle
-workers are woken at once. Slots in flight (acquired under a lease, or locked
-by a locked-mode worker) are left alone and listed. Missing slots are not
-created: see materialize.
+reason in their message, so workers redo them (late data arrived). Each
+becomes a new computation: its generation grows by one (ALMANAC_GENERATION,
+ALMANAC_COMPUTATION_KEY) and its attempts start again at 1. The re-open is
+recorded in each slot's history with the reason and --actor (see history).
+Idle workers are woken at once. Missing slots are not created: see
+materialize.
+
+Slots in flight (acquired under a lease, or locked by a locked-mode worker)
+are left alone and listed, and the command then exits 1 so that scripts
+notice: re-open them once they finish.
 
 ` + rangeHelp,
 		Example: `  almanac reopen billing --interval P1D --from 2026-03-10 --to 2026-03-11 --reason "late invoices"
@@ -54,14 +60,19 @@ created: see materialize.
 				return fmt.Errorf("reopen: %w", err)
 			}
 			if a.json {
-				return a.printJSON(reopenResult{toRangeJSON(grid, from, to), dryRun, res.Reopened, toHeldJSON(grid, res.Held)})
+				err = a.printJSON(reopenResult{toRangeJSON(grid, from, to), dryRun, res.Reopened, toHeldJSON(grid, res.Held)})
+			} else {
+				verb := "reopened"
+				if dryRun {
+					verb = "dry run: would reopen"
+				}
+				fmt.Fprintf(a.stdout, "%s %d slot(s) of %s\n", verb, res.Reopened, describeRange(grid, from, to))
+				err = printHeld(a.stdout, grid, res.Held)
 			}
-			verb := "reopened"
-			if dryRun {
-				verb = "dry run: would reopen"
+			if err == nil && len(res.Held) > 0 {
+				err = problemError(fmt.Errorf("reopen: left %d slot(s) in flight alone; reopen them once they finish", len(res.Held)))
 			}
-			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s\n", verb, res.Reopened, describeRange(grid, from, to))
-			return printHeld(a.stdout, grid, res.Held)
+			return err
 		},
 	}
 	rf.register(cmd)
@@ -69,5 +80,6 @@ created: see materialize.
 	cmd.Flags().StringVar(&states, "states", "COMPLETE,SKIP", "which finished states to reopen: COMPLETE, SKIP or both")
 	cmd.Flags().BoolVar(&parked, "parked", false, "also reopen parked slots (they gave up after their maximum attempts)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be reopened; change nothing")
+	a.registerActor(cmd)
 	return cmd
 }

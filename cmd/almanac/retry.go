@@ -20,11 +20,12 @@ func (a *app) retryCommand() *cobra.Command {
 	var rf rangeFlags
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "retry NAME --interval P --from T --to T [--dry-run]",
+		Use:   "retry NAME --interval P --from T --to T [--actor A] [--dry-run]",
 		Short: "Run failed slots of a range now: clear their backoff and parking",
 		Long: `Make the slots of [--from, --to) that wait for a retry (in backoff) or gave up
 (parked) acquirable now, and wake idle workers. Parked slots also get a fresh
-set of attempts. Locked slots are left alone and listed.
+set of attempts. Locked slots are left alone and listed. Each slot retried is
+recorded in its history with --actor (see history).
 
 ` + rangeHelp,
 		Example: `  almanac retry sensor_report --interval PT5M --from 2026-03-01 --to 2026-03-02`,
@@ -55,5 +56,6 @@ set of attempts. Locked slots are left alone and listed.
 	}
 	rf.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be retried; change nothing")
+	a.registerActor(cmd)
 	return cmd
 }

@@ -22,28 +22,51 @@ type runFlags struct {
 	schedule, lag, catchUp         string
 	timeout, leaseTTL, grace       string
 	workers, maxAttempts, skipExit int
-	once                           bool
+	env                            []string
+	envAll, once                   bool
 }
+
+// defaultTimeout is --timeout's default: long enough for the hourly and
+// daily jobs a sidecar runs, short enough that a hung command (a network
+// call without a timeout) gives its slot back the same hour instead of
+// holding it, lease renewed, for ever.
+const defaultTimeout = "1h"
 
 func (a *app) runCommand() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run NAME --interval P [flags] -- CMD [ARGS...]",
 		Short: "The sidecar: run a command once per due slot of a series",
-		Long: `Run CMD once for every due slot of the series, exactly as DESIGN.md's sidecar:
-slots are materialized when due (slot_end + --lag <= now, or on --schedule),
-held in lease mode with heartbeats, and the command gets the slot in its
-environment: ALMANAC_NAME, ALMANAC_INTERVAL, ALMANAC_SLOT, ALMANAC_SLOT_START,
-ALMANAC_SLOT_END, ALMANAC_ATTEMPT, ALMANAC_FENCE, ALMANAC_KEY.
+		Long: `Run CMD once for every due slot of the series. Slots are materialized when due
+(slot_end + --lag <= now, or on --schedule), held in lease mode with
+heartbeats, and each slot runs once however many 'almanac run' processes
+work on the series. The series is registered if it does not exist; if it
+exists with another zone or origin, run refuses (exit 2).
+
+CMD is checked before anything is written: a command that is not found, not
+executable or a directory is refused (exit 2). It gets a minimal environment,
+never the database URL or its password: PATH, HOME, USER, LOGNAME, SHELL,
+LANG, TZ, TMPDIR, the LC_* variables, and the slot in ALMANAC_NAME,
+ALMANAC_INTERVAL, ALMANAC_SLOT, ALMANAC_SLOT_START, ALMANAC_SLOT_END,
+ALMANAC_ATTEMPT, ALMANAC_GENERATION, ALMANAC_FENCE, ALMANAC_KEY (once per
+slot) and ALMANAC_COMPUTATION_KEY (once per computation: it changes when the
+slot is re-opened, and ALMANAC_ATTEMPT starts again at 1). --env NAME passes
+one more variable of almanac's environment (if set), --env NAME=value sets
+one, and --env-all passes everything but DATABASE_URL, the ALMANAC_*_URL and
+the PG* variables, which pass only when named with --env.
 
 Exit status 0 completes the slot, --skip-exit-code skips it, anything else (or
-a signal) is a failure retried with backoff, the tail of stderr kept as the
-slot's message. When a lease is lost or almanac shuts down, the command's
-process group gets SIGTERM, then SIGKILL after --grace.
+a signal) is a failure retried with backoff; the last 3 KiB of stderr, with
+passwords redacted, is kept as the slot's message.
 
-The series is registered if it does not exist; if it exists with another zone
-or origin, run refuses (exit 2). Any number of 'almanac run' processes may run
-the same series: each slot runs once.
+CMD runs under a supervisor in a process group of its own. On lease loss, at
+--timeout and when almanac stops, the group gets SIGTERM, then SIGKILL after
+--grace. If almanac dies in any way, SIGKILL included, its commands are
+killed at once. On Linux this reaches every descendant, also those that left
+the process group, and whatever CMD leaves running when it exits. Should
+almanac be frozen (SIGSTOP) past its lease, another process may run the slot
+while the old command still runs, until almanac resumes and kills it: pass
+ALMANAC_FENCE to systems that can refuse a writer with a smaller token.
 
 SIGTERM or SIGINT stops acquiring, lets running commands finish within
 --grace, then stops them; their slots are released for another process. A
@@ -56,8 +79,8 @@ processes hold and riding out database faults, then exit 0 if every slot in
 range is complete or skipped, and 1 (saying how many are left and why) if any
 failed, is parked, or was still running elsewhere when a signal stopped it.`,
 		Example: `  almanac run sensor_report --interval PT5M --lag PT1M -- ./report.sh
-  almanac run billing --interval P1D --tz Europe/Berlin --schedule 'CRON_TZ=Europe/Berlin 30 2 * * *' --workers 2 -- ./bill
-  almanac run backfill --interval PT1H --from 2026-01-01 --to 2026-02-01 --once -- python3 fill.py`,
+  almanac run billing --interval P1D --tz Europe/Berlin --schedule 'CRON_TZ=Europe/Berlin 30 2 * * *' --workers 2 --env BILLING_API_URL -- ./bill
+  almanac run backfill --interval P1D --from 2026-01-01 --to 2026-01-08 --once --workers 4 --timeout PT10M -- python3 fill.py`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if dash != 1 || len(args) < 2 {
@@ -73,17 +96,19 @@ failed, is parked, or was still running elsewhere when a signal stopped it.`,
 	fl.StringVar(&f.interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
 	fl.StringVar(&f.tz, "tz", "", "IANA time zone of a new series (default UTC, or the registered one)")
 	fl.StringVar(&f.origin, "origin", "", "origin of a new series (default 2000-01-01T00:00 local, or the registered one)")
-	fl.StringVar(&f.from, "from", "", "first slot to cover (default: the earliest stored slot, else the last due one)")
+	fl.StringVar(&f.from, "from", "", "run only slots starting at or after this time (default: from the earliest stored slot, else the last due one)")
 	fl.StringVar(&f.to, "to", "", "cover only slots starting before this time (a backfill of a fixed range)")
 	fl.StringVar(&f.schedule, "schedule", "", "cron spec of when to materialize due slots (default: whenever a slot becomes due)")
 	fl.StringVar(&f.lag, "lag", "0s", "how long after its end a slot becomes due, e.g. PT1M or 1m")
 	fl.StringVar(&f.catchUp, "catch-up", "all", "slots missed during downtime: all, none or latest:N")
 	fl.IntVar(&f.workers, "workers", 1, "commands running at once")
-	fl.StringVar(&f.timeout, "timeout", "0s", "limit per command run, e.g. PT10M (0: none)")
+	fl.StringVar(&f.timeout, "timeout", defaultTimeout, "limit per command run, e.g. PT10M, after which it is stopped and the run fails; without one a hung command would hold its slot for ever (0: no limit)")
 	fl.StringVar(&f.leaseTTL, "lease-ttl", "30s", "lease length; heartbeats renew it every third of it")
 	fl.StringVar(&f.grace, "grace", "10s", "time between SIGTERM and SIGKILL when stopping a command")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "park a slot after this many failures (0: never)")
 	fl.IntVar(&f.skipExit, "skip-exit-code", scheduler.DefaultSkipExitCode, "exit status with which the command marks its slot SKIP")
+	fl.StringArrayVar(&f.env, "env", nil, "NAME: pass this variable of almanac's environment to the command; NAME=value: set it (repeatable)")
+	fl.BoolVar(&f.envAll, "env-all", false, "pass almanac's whole environment to the command, except the database URL and PG* variables not named with --env")
 	fl.BoolVar(&f.once, "once", false, "run what is due, then exit: 0 if nothing failed, 1 otherwise")
 	return cmd
 }
@@ -170,6 +195,19 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 			return usageError(fmt.Errorf("--tz: %w", err))
 		}
 	}
+	for _, e := range f.env {
+		if err := scheduler.CheckEnv(e); err != nil {
+			return usageError(fmt.Errorf("--env: %w", err))
+		}
+	}
+	command := scheduler.Command{
+		Path: program, Args: args, Env: f.env, EnvAll: f.envAll, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
+		Stdout: a.stdout, Stderr: a.stderr,
+	}
+	// A command that cannot start would fail every slot it claims.
+	if err := command.Check(); err != nil {
+		return usageError(err)
+	}
 
 	// Lease mode holds no connection while commands run: a worker uses one
 	// for its claim or its outcome, and its heartbeat may overlap that; two
@@ -218,15 +256,15 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	})
 	job := scheduler.Job{
 		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: scheduler.Lease,
-		LeaseHandler: scheduler.Command{
-			Path: program, Args: args, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
-			Stdout: a.stdout, Stderr: a.stderr,
-		}.LeaseHandler(),
-		Queue: acquire.Options{LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
+		LeaseHandler: command.LeaseHandler(),
+		Queue:        acquire.Options{LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
 	}
 	if err := s.Add(job); err != nil {
 		return usageError(err)
 	}
+	logger.Info("almanac: sidecar starting", "series", name, "interval", iv.String(), "workers", f.workers,
+		"timeout", timeout, "once", f.once, "command", program)
+	defer logger.Info("almanac: sidecar stopped", "series", name, "interval", iv.String())
 	if f.once {
 		_, err := s.RunOnce(ctx)
 		if errors.Is(err, scheduler.ErrIncomplete) {

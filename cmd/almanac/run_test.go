@@ -34,16 +34,39 @@ func buildAlmanac(t *testing.T) string {
 // process is a running almanac.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *bytes.Buffer
+	stdout, stderr *bytes.Buffer // read them once the process is done
+	errW           *syncWriter
 	done           chan struct{}
 	err            error
 }
 
+// stderrSoFar returns what the running process wrote to stderr so far.
+func (p *process) stderrSoFar() string {
+	p.errW.mu.Lock()
+	defer p.errW.mu.Unlock()
+	return p.stderr.String()
+}
+
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
+	return startEnv(t, []string{"DATABASE_URL=" + pgtest.URL(t)}, bin, args...)
+}
+
+// startEnv starts bin with this process's environment and env.
+func startEnv(t *testing.T, env []string, bin string, args ...string) *process {
+	t.Helper()
+	return startIn(t, "", env, bin, args...)
+}
+
+// startIn starts bin in dir (empty: the current directory) with this
+// process's environment and env.
+func startIn(t *testing.T, dir string, env []string, bin string, args ...string) *process {
+	t.Helper()
 	p := &process{cmd: exec.Command(bin, args...), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.URL(t))
-	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: p.stdout}, &syncWriter{w: p.stderr}
+	p.cmd.Dir = dir
+	p.cmd.Env = append(os.Environ(), env...)
+	p.errW = &syncWriter{w: p.stderr}
+	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: p.stdout}, p.errW
 	require.NoError(t, p.cmd.Start())
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
@@ -102,6 +125,26 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// readPIDs waits until the file at path holds a whole line (a shell's
+// "echo ... > file" creates the file before it writes it) and returns the
+// pids on it.
+func readPIDs(t *testing.T, path string) []int {
+	t.Helper()
+	var line string
+	waitFor(t, "a line in "+path, 20*time.Second, func() bool {
+		raw, err := os.ReadFile(path)
+		line = string(raw)
+		return err == nil && strings.HasSuffix(line, "\n")
+	})
+	var pids []int
+	for _, f := range strings.Fields(line) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err, "%q", line)
+		pids = append(pids, pid)
+	}
+	return pids
 }
 
 func script(t *testing.T, body string) string {
@@ -211,11 +254,7 @@ echo "took over: attempt $ALMANAC_ATTEMPT" >> "`+dir+`/second"
 `)
 	span := []string{"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z"}
 	a := start(t, bin, append(append([]string{"--schema", schema, "run", "frozen", "--interval", "PT1M", "--lease-ttl", "1s", "--grace", "1s"}, span...), "--", job)...)
-	waitFor(t, "the first command to start", 20*time.Second, func() bool { _, err := os.Stat(dir + "/first"); return err == nil })
-	raw, err := os.ReadFile(dir + "/first")
-	require.NoError(t, err)
-	childPID, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	require.NoError(t, err)
+	childPID := readPIDs(t, dir+"/first")[0]
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP)) // no more heartbeats
 	time.Sleep(1500 * time.Millisecond)                       // the lease expires
@@ -287,13 +326,11 @@ func TestRunSecondSignal(t *testing.T) {
 	job := script(t, `echo $$ > "`+dir+`/pid"; sleep 60`)
 	p := start(t, bin, "--schema", schema, "run", "stuck", "--interval", "PT1M", "--grace", "30s",
 		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "--", job)
-	waitFor(t, "the command to start", 20*time.Second, func() bool { _, err := os.Stat(dir + "/pid"); return err == nil })
-	raw, err := os.ReadFile(dir + "/pid")
-	require.NoError(t, err)
-	childPID, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	require.NoError(t, err)
+	childPID := readPIDs(t, dir+"/pid")[0]
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	time.Sleep(300 * time.Millisecond) // the first starts a graceful stop, waiting up to --grace
+	// The first starts a graceful stop, waiting up to --grace; two signals
+	// sent at once could be delivered as one.
+	waitFor(t, "the graceful stop", 20*time.Second, func() bool { return strings.Contains(p.stderrSoFar(), "stopping gracefully") })
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 130, p.wait(t, 5*time.Second))
 	require.Contains(t, p.stderr.String(), "second terminated")

@@ -26,19 +26,20 @@ func (a *app) skipCommand() *cobra.Command {
 	var slotText, reason string
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "skip NAME --interval P (--slot SLOT | --from T --to T) --reason R [--dry-run]",
+		Use:   "skip NAME --interval P (--slot SLOT | --from T --to T) --reason R [--actor A] [--dry-run]",
 		Short: "Mark one slot or a range SKIP: nothing to process there",
 		Long: `Mark the slot --slot, or the slots of [--from, --to), SKIP with a reason (a
 holiday, a known outage). Missing slots are inserted as SKIP, so the hole stays
 visible. COMPLETE slots are left alone and counted; slots in flight are left
-alone and listed.
+alone and listed. Each slot skipped is recorded in its history with the reason
+and --actor (see history).
 
 --slot takes a slot's text: 2026-03-29T00:00:00+01:00/P1D (start with its
 offset, then the interval or the end).
 
 ` + rangeHelp,
 		Example: `  almanac skip billing --interval P1D --slot 2026-12-25T00:00:00+01:00/P1D --reason holiday
-  almanac skip sensor_report --interval PT5M --from 2026-03-01T02:00Z --to 2026-03-01T03:00Z --reason "sensor outage"`,
+  almanac skip sensor_report --interval PT5M --from 2026-03-01T02:00:00Z --to 2026-03-01T03:00:00Z --reason "sensor outage"`,
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -98,6 +99,7 @@ offset, then the interval or the end).
 	cmd.Flags().StringVar(&slotText, "slot", "", "the slot to skip, e.g. 2026-12-25T00:00:00+01:00/P1D")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, stored in the slots' message (required; at most 1 KiB of UTF-8, no control characters but tab and newline)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be skipped; change nothing")
+	a.registerActor(cmd)
 	return cmd
 }
 

@@ -12,25 +12,35 @@ import (
 )
 
 type statusResult struct {
-	Name           string  `json:"name"`
-	Interval       string  `json:"interval"`
-	TimeZone       string  `json:"time_zone"`
-	From           *string `json:"from"`
-	To             *string `json:"to"`
-	Slots          int64   `json:"slots"`
-	Complete       int64   `json:"complete"`
-	Skip           int64   `json:"skip"`
-	Available      int64   `json:"available"`
-	Backoff        int64   `json:"backoff"`
-	Parked         int64   `json:"parked"`
-	Acquired       int64   `json:"acquired"`
-	LeaseExpired   int64   `json:"lease_expired"`
-	Missing        int64   `json:"missing"`
-	Gaps           int64   `json:"gaps"`
-	CoveredPercent float64 `json:"covered_percent"`
-	FirstMissing   *string `json:"first_missing"`
-	OldestOpen     *string `json:"oldest_open"`
-	LastCompleted  *string `json:"last_completed"`
+	Name           string    `json:"name"`
+	Interval       string    `json:"interval"`
+	TimeZone       string    `json:"time_zone"`
+	From           *string   `json:"from"`
+	To             *string   `json:"to"`
+	Slots          int64     `json:"slots"`
+	Complete       int64     `json:"complete"`
+	Skip           int64     `json:"skip"`
+	Available      int64     `json:"available"`
+	Backoff        int64     `json:"backoff"`
+	Parked         int64     `json:"parked"`
+	Acquired       int64     `json:"acquired"`
+	LeaseExpired   int64     `json:"lease_expired"`
+	Missing        int64     `json:"missing"`
+	Gaps           int64     `json:"gaps"`
+	CoveredPercent float64   `json:"covered_percent"`
+	FirstMissing   *string   `json:"first_missing"`
+	OldestOpen     *string   `json:"oldest_open"`
+	LastCompleted  *string   `json:"last_completed"`
+	LastNote       *noteJSON `json:"last_note"`
+}
+
+// noteJSON is the last message written on an open slot.
+type noteJSON struct {
+	Slot    string `json:"slot"`
+	Status  string `json:"status"`
+	Parked  bool   `json:"parked"`
+	Message string `json:"message"`
+	At      string `json:"at"`
 }
 
 func toStatusResult(grid slot.Series, status coverage.Status, stored bool) statusResult {
@@ -44,6 +54,10 @@ func toStatusResult(grid slot.Series, status coverage.Status, stored bool) statu
 	if stored {
 		out.From, out.To = optionalTime(grid, status.From), optionalTime(grid, status.To)
 	}
+	if n := status.LastNote; n != nil {
+		out.LastNote = &noteJSON{Slot: formatIn(grid, n.Start) + "/" + grid.Interval().String(), Status: n.Status, Parked: n.Parked,
+			Message: n.Message, At: formatIn(grid, n.At)}
+	}
 	return out
 }
 
@@ -55,7 +69,9 @@ func (a *app) statusCommand() *cobra.Command {
 		Long: `Summarize the slots of [--from, --to) — by default from the first stored slot to
 the end of the last — by state (complete, skipped, available, in backoff,
 parked, acquired under a lease), the missing ones, the share finished
-(complete or skipped), the oldest open slot and the last completion.
+(complete or skipped), the oldest open slot, the last completion, and the
+last note: the message written last on an open slot (a failure, a parking,
+a re-open reason). See history for a slot's whole story.
 
 Slots a locked-mode worker is processing count as available: their row lock
 is invisible to a read-only report.
@@ -130,5 +146,14 @@ func (a *app) printStatus(grid slot.Series, res statusResult) error {
 	fmt.Fprintf(tw, "missing\t%d in %d gap(s), first at %s\n", res.Missing, res.Gaps, orNone(res.FirstMissing))
 	fmt.Fprintf(tw, "oldest open\t%s\n", orNone(res.OldestOpen))
 	fmt.Fprintf(tw, "last completed\t%s\n", orNone(res.LastCompleted))
+	if n := res.LastNote; n != nil {
+		status := n.Status
+		if n.Parked {
+			status = "parked"
+		}
+		fmt.Fprintf(tw, "last note\t%s (%s, %s): %s\n", n.Slot, status, n.At, clip(n.Message))
+	} else {
+		fmt.Fprintf(tw, "last note\t-\n")
+	}
 	return tw.Flush()
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Run by `almanac run` once per slot. The slot is in the environment:
 # ALMANAC_SLOT (2026-03-01T10:00:00Z/PT5M), ALMANAC_SLOT_START, ALMANAC_SLOT_END,
-# ALMANAC_ATTEMPT, ALMANAC_FENCE, ALMANAC_KEY. Exit 0 completes the slot,
+# ALMANAC_ATTEMPT, ALMANAC_FENCE, ALMANAC_KEY; REPORT_DIR only when passed
+# with --env REPORT_DIR (the environment is minimal). Exit 0 completes the slot,
 # 99 skips it, anything else is a failure retried with backoff (the tail of
 # stderr becomes the slot's message).
 set -eu

@@ -26,7 +26,7 @@ func TestSidecar(t *testing.T) {
 	reports := t.TempDir()
 	script, err := filepath.Abs("report.sh")
 	require.NoError(t, err)
-	cmd := exec.Command(bin, "--schema", db.Schema, "run", "nightly", "--interval", "P1D", "--tz", "Europe/Berlin",
+	cmd := exec.Command(bin, "--schema", db.Schema, "run", "nightly", "--interval", "P1D", "--tz", "Europe/Berlin", "--env", "REPORT_DIR",
 		"--from", "2026-01-01", "--to", "2026-02-01", "--once", "--", script)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+db.URL, "REPORT_DIR="+reports)
 	out, err := cmd.CombinedOutput()

@@ -76,10 +76,10 @@ func (r *recorder) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQue
 // TraceBatchEnd does nothing.
 func (r *recorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// capture loads one AVAILABLE slot of grid, lets work handle it on a
+// capture loads n AVAILABLE slots of grid, lets work handle them on a
 // queue whose pool records what it sends, and returns the units sent.
-func (s *schema) capture(ctx context.Context, grid slot.Series, work func(context.Context, *acquire.Queue) error) ([]unit, error) {
-	if err := s.fresh(ctx, grid, 1, "AVAILABLE"); err != nil {
+func (s *schema) capture(ctx context.Context, grid slot.Series, n int, work func(context.Context, *acquire.Queue) error) ([]unit, error) {
+	if err := s.fresh(ctx, grid, n, "AVAILABLE"); err != nil {
 		return nil, err
 	}
 	rec := &recorder{}
@@ -102,10 +102,13 @@ func (s *schema) capture(ctx context.Context, grid slot.Series, work func(contex
 	return rec.take(), nil
 }
 
-// lockedSQL is locked mode's work of one slot: begin, select and lock,
-// record the outcome, commit, each a round trip.
+// lockedSQL is locked mode's work of a transaction: begin, select and lock,
+// record the outcomes, commit, each a round trip. The engine records one
+// outcome with scalar arguments and several with arrays, so the statements
+// are captured for one slot or for batches (one).
 type lockedSQL struct {
 	begin, selectLocked, finish, commit statement
+	one                                 bool
 }
 
 // Positions of the arguments a replay changes; replay fails with a clear
@@ -113,7 +116,7 @@ type lockedSQL struct {
 const (
 	selectArgs     = 7 // name, interval, max, from, to, lag, takeover grace
 	selectMax      = 2
-	finishArgs     = 10 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data
+	finishArgs     = 14 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data, events, owner, held owners and fences
 	finishStarts   = 2
 	finishFences   = 4
 	finishAttempts = 5
@@ -126,12 +129,17 @@ const (
 
 func noop(context.Context, pgx.Tx, acquire.Slot) error { return nil }
 
-// captureLocked records locked mode's statements for one slot.
-func (s *schema) captureLocked(ctx context.Context, grid slot.Series) (lockedSQL, error) {
-	units, err := s.capture(ctx, grid, func(ctx context.Context, q *acquire.Queue) error {
-		_, ok, err := q.Run(ctx, noop)
-		if err == nil && !ok {
-			err = fmt.Errorf("no slot to capture")
+// captureLocked records locked mode's statements for transactions of one
+// slot, or of batches (of two, widened when replayed).
+func (s *schema) captureLocked(ctx context.Context, grid slot.Series, one bool) (lockedSQL, error) {
+	n := 2
+	if one {
+		n = 1
+	}
+	units, err := s.capture(ctx, grid, n, func(ctx context.Context, q *acquire.Queue) error {
+		results, err := q.RunBatch(ctx, n, noop)
+		if err == nil && len(results) != n {
+			err = fmt.Errorf("captured %d slots, expected %d", len(results), n)
 		}
 		return err
 	})
@@ -148,7 +156,7 @@ func (s *schema) captureLocked(ctx context.Context, grid slot.Series) (lockedSQL
 		return lockedSQL{}, fmt.Errorf("capture locked mode: expected begin, select (%d arguments), update (%d arguments) and commit; got %s: update internal/bench/replay.go",
 			selectArgs, finishArgs, strings.Join(got, "; "))
 	}
-	return lockedSQL{units[0][0], units[1][0], units[2][0], units[3][0]}, nil
+	return lockedSQL{units[0][0], units[1][0], units[2][0], units[3][0], one}, nil
 }
 
 // step works up to n slots in one transaction as locked mode does, with a
@@ -172,11 +180,11 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, er
 		return 0, err
 	}
 	for rows.Next() {
-		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, held_fence, xid
+		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, held_fence, held_owner, xid
 		var start time.Time
 		var attempt int
 		var fence int64
-		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil); err != nil {
+		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil, nil, nil); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -189,8 +197,14 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, er
 		_, err := conn.Exec(ctx, "ROLLBACK")
 		return 0, err
 	}
-	args := widen(l.finish.args, len(starts))
-	args[finishStarts], args[finishFences], args[finishAttempts] = starts, fences, attempts
+	var args []any
+	if l.one {
+		args = slices.Clone(l.finish.args)
+		args[finishStarts], args[finishFences], args[finishAttempts] = starts[0], fences[0], attempts[0]
+	} else {
+		args = widen(l.finish.args, 2, len(starts))
+		args[finishStarts], args[finishFences], args[finishAttempts] = starts, fences, attempts
+	}
 	if _, err := conn.Exec(ctx, l.finish.sql, args...); err != nil {
 		return 0, err
 	}
@@ -200,13 +214,13 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, er
 	return len(starts), nil
 }
 
-// widen returns args, captured for one slot, for n slots: every array
-// argument holds n copies of its one element.
-func widen(args []any, n int) []any {
+// widen returns args, captured for a batch of from slots, for n slots:
+// every array argument of from elements holds n copies of its first.
+func widen(args []any, from, n int) []any {
 	out := slices.Clone(args)
 	for i, a := range out {
 		v := reflect.ValueOf(a)
-		if v.Kind() != reflect.Slice || v.Len() != 1 {
+		if v.Kind() != reflect.Slice || v.Len() != from {
 			continue
 		}
 		w := reflect.MakeSlice(v.Type(), n, n)
@@ -229,7 +243,7 @@ type leaseSQL struct {
 // captureLease records lease mode's statements for a claim and its
 // completion.
 func (s *schema) captureLease(ctx context.Context, grid slot.Series) (leaseSQL, error) {
-	units, err := s.capture(ctx, grid, func(ctx context.Context, q *acquire.Queue) error {
+	units, err := s.capture(ctx, grid, 1, func(ctx context.Context, q *acquire.Queue) error {
 		leases, err := q.Claim(ctx, 1)
 		if err == nil && len(leases) != 1 {
 			err = fmt.Errorf("claimed %d slots, expected 1", len(leases))
@@ -279,10 +293,10 @@ func (l leaseSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, err
 	var fences []int64
 	err := sendUnit(ctx, pool, l.claim, l.claimAt, claimArgs, func(rows pgx.Rows) error {
 		for rows.Next() {
-			// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, lease_until
+			// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until
 			var start time.Time
 			var fence int64
-			if err := rows.Scan(&start, nil, nil, nil, nil, nil, nil, &fence, nil); err != nil {
+			if err := rows.Scan(&start, nil, nil, nil, nil, nil, nil, &fence, nil, nil); err != nil {
 				return err
 			}
 			starts, fences = append(starts, start), append(fences, fence)

@@ -68,11 +68,11 @@ func TestWriteTable(t *testing.T) {
 
 func TestWiden(t *testing.T) {
 	msg := "m"
-	args := widen([]any{"name", []string{"COMPLETE"}, []*string{&msg}, []int64{7, 8}, 3}, 3)
+	args := widen([]any{"name", []string{"COMPLETE"}, []*string{&msg}, []int64{7, 8}, 3}, 1, 3)
 	require.Equal(t, "name", args[0])
 	require.Equal(t, []string{"COMPLETE", "COMPLETE", "COMPLETE"}, args[1])
 	require.Equal(t, []*string{&msg, &msg, &msg}, args[2])
-	require.Equal(t, []int64{7, 8}, args[3], "only arrays of one element are widened")
+	require.Equal(t, []int64{7, 8}, args[3], "only arrays of the captured batch's size are widened")
 	require.Equal(t, 3, args[4])
 }
 

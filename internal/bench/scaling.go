@@ -16,7 +16,7 @@ func runScaling(ctx context.Context, e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer release()
-	locked, err := t.s.captureLocked(ctx, t.grid)
+	locked, err := t.s.captureLocked(ctx, t.grid, true)
 	if err != nil {
 		return nil, err
 	}

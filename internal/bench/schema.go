@@ -97,11 +97,11 @@ func (s *schema) load(ctx context.Context, grid slot.Series, n int, status strin
 	return nil
 }
 
-// fresh empties the slot table, loads the first n slots of grid with
-// status (none for n = 0), vacuums and checkpoints: the state every
-// measurement starts from.
+// fresh empties the slot table and the history, loads the first n slots of
+// grid with status (none for n = 0), vacuums and checkpoints: the state
+// every measurement starts from.
 func (s *schema) fresh(ctx context.Context, grid slot.Series, n int, status string) error {
-	if _, err := s.exec(ctx, `TRUNCATE {{schema}}.slot`); err != nil {
+	if _, err := s.exec(ctx, `TRUNCATE {{schema}}.slot, {{schema}}.slot_event`); err != nil {
 		return fmt.Errorf("truncate: %w", err)
 	}
 	if n > 0 {

@@ -145,7 +145,7 @@ func runLocked(ctx context.Context, e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer closeAll()
-	raw, err := t.s.captureLocked(ctx, t.grid)
+	raw, err := t.s.captureLocked(ctx, t.grid, true)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func runBatch(ctx context.Context, e *env) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := t.s.captureLocked(ctx, t.grid)
+	raw, err := t.s.captureLocked(ctx, t.grid, false)
 	if err != nil {
 		return nil, err
 	}

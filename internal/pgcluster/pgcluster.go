@@ -30,7 +30,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -158,7 +157,7 @@ type Options struct {
 type Cluster struct {
 	binDir, dir, dataDir, logPath string
 	ownDir                        bool
-	cred                          *syscall.Credential
+	cred                          *credential
 
 	mu        sync.Mutex
 	port      int
@@ -266,8 +265,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // ServerUser picks the account that servers started by root run as (user
 // postgres, else nobody): PostgreSQL refuses to run as root, and the other
 // test servers (poolers, failover keepers) are run the same way. It fails
-// when neither account exists.
-func ServerUser() (*syscall.Credential, error) {
+// when neither account exists. On Unix systems, where alone it is used, a
+// credential is a syscall.Credential.
+func ServerUser() (*credential, error) {
 	for _, name := range []string{"postgres", "nobody"} {
 		u, err := user.Lookup(name)
 		if err != nil {
@@ -278,7 +278,7 @@ func ServerUser() (*syscall.Credential, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+		return &credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
 	return nil, errors.New("pgcluster: running as root, and PostgreSQL refuses to run as root, but neither user postgres nor nobody exists to run it as")
 }
@@ -310,16 +310,16 @@ func (c *Cluster) handOver() error {
 	}
 }
 
-func canTraverse(fi os.FileInfo, cred *syscall.Credential) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
+func canTraverse(fi os.FileInfo, cred *credential) bool {
+	uid, gid, ok := fileOwner(fi)
 	if !ok {
 		return true
 	}
 	perm := fi.Mode().Perm()
 	switch {
-	case st.Uid == cred.Uid:
+	case uid == cred.Uid:
 		return perm&0o100 != 0
-	case st.Gid == cred.Gid:
+	case gid == cred.Gid:
 		return perm&0o010 != 0
 	default:
 		return perm&0o001 != 0
@@ -398,7 +398,7 @@ func (c *Cluster) command(ctx context.Context, program string, args ...string) *
 		}
 	}
 	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+		runAs(cmd, c.cred)
 	}
 	return cmd
 }

@@ -69,7 +69,9 @@ func stopPostmaster(dataDir string) bool {
 		_, err := os.Stat("/proc/self/cwd")
 		return err == nil || !processExists(pid)
 	}
-	_ = syscall.Kill(pid, syscall.SIGQUIT)
+	if p, err := os.FindProcess(pid); err == nil {
+		_ = p.Signal(syscall.SIGQUIT)
+	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if !isPostmaster() {
 			return true
@@ -79,6 +81,10 @@ func stopPostmaster(dataDir string) bool {
 }
 
 func processExists(pid int) bool {
-	err := syscall.Kill(pid, 0)
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
 	return err == nil || errors.Is(err, syscall.EPERM)
 }

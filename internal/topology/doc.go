@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package topology starts the deployments almanac must work in, for tests:
 // PgBouncer in front of a server, a pg_auto_failover formation (a monitor, a
 // primary and a synchronous standby), and a TCP proxy that can be frozen to

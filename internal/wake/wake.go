@@ -23,12 +23,15 @@ func Channel(schema string) string {
 	return fmt.Sprintf("almanac_%016x", h.Sum64())
 }
 
-// Event says that slots of one series may have become acquirable.
+// Event says that slots of one series may have become acquirable, or of
+// any series of the schema when Name is empty (a plain SQL insert: the
+// schema's statement trigger does not know which series it inserted).
 type Event struct {
 	Name     string `json:"name"`
 	Interval string `json:"interval"`
 	// Reason is what made them acquirable: "materialize", "reopen", "retry",
-	// "fail" (a retry became due) and so on. Listeners must not rely on it.
+	// "sql" (a plain SQL statement, through the schema's triggers) and so
+	// on. Listeners must not rely on it.
 	Reason string `json:"reason,omitempty"`
 }
 

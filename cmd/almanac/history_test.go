@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/pgtest"
+)
+
+// TestHistoryCommand: a slot re-opened by an operator and by plain SQL,
+// then failed, shows who did what and why, by slot text or by a time;
+// status shows the last note; --prune deletes what is past the retention.
+func TestHistoryCommand(t *testing.T) {
+	schema := coverageSchema(t)
+	s := func(args ...string) []string { return append([]string{"--schema", schema}, args...) }
+	requireOK(t, cli(t, s("materialize", "billing", "--interval", "P1D", "--from", "2026-03-01", "--to", "2026-03-03")...))
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now()`)
+	requireOK(t, cli(t, s("reopen", "billing", "--interval", "P1D", "--from", "2026-03-01", "--to", "2026-03-02",
+		"--reason", "late invoices", "--actor", "ops@ci")...))
+	requireOK(t, cli(t, s("reopen", "billing", "--interval", "P1D", "--from", "2026-03-02", "--to", "2026-03-03")...))
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'COMPLETE' WHERE slot_start = '2026-03-01T00:00:00+01:00'`)
+	execSQL(t, schema, `BEGIN; SET LOCAL almanac.actor = 'invoice-service';
+		UPDATE {{schema}}.slot SET status = 'AVAILABLE', message = 'corrected invoice 42' WHERE slot_start = '2026-03-01T00:00:00+01:00'; COMMIT`)
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET fail_count = 1, message = 'upstream 503', not_before = 'infinity', updated_at = clock_timestamp()
+		WHERE slot_start = '2026-03-01T00:00:00+01:00'`)
+
+	h := decode[historyResult](t, cli(t, s("--json", "history", "billing", "2026-03-01T00:00:00+01:00/P1D")...))
+	require.Equal(t, "2026-03-01T00:00:00+01:00/P1D", h.Slot)
+	require.Equal(t, "2026-03-02T00:00:00+01:00", h.End)
+	require.NotNil(t, h.Current)
+	require.Equal(t, int64(3), h.Current.Generation)
+	require.True(t, h.Current.Parked)
+	var brief []string
+	for _, e := range h.Events {
+		brief = append(brief, strings.Join([]string{e.Event, e.Actor, e.Message}, "|"))
+	}
+	require.Equal(t, []string{
+		"reopened|ops@ci|late invoices",
+		"reopened|invoice-service|corrected invoice 42",
+		"changed_by_sql|" + sqlActor(t) + "|upstream 503",
+	}, brief)
+
+	// The same slot by a time inside it, in the series' zone, as text.
+	r := cli(t, s("history", "billing", "2026-03-01T13:30", "--interval", "P1D")...)
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "slot  billing 2026-03-01T00:00:00+01:00/P1D\n")
+	require.Contains(t, r.stdout, "now   AVAILABLE (parked), generation 3, attempts 0, failures 1, fence 0")
+	require.Contains(t, r.stdout, "      message: upstream 503\n")
+	require.Regexp(t, `\n2026-\S+ +reopened +2 +- +- +ops@ci +late invoices\n`, r.stdout)
+	require.Regexp(t, `\n2026-\S+ +reopened +3 +- +- +invoice-service +corrected invoice 42\n`, r.stdout)
+
+	// Without --actor, the operator is recorded.
+	h = decode[historyResult](t, cli(t, s("--json", "history", "billing", "2026-03-02", "--interval", "P1D")...))
+	require.Len(t, h.Events, 1)
+	require.Equal(t, (&app{getenv: os.Getenv}).operator(), h.Events[0].Actor)
+	require.Equal(t, "reopened", h.Events[0].Message)
+
+	// A slot never stored.
+	r = cli(t, s("history", "billing", "2027-01-01T00:00:00+01:00/P1D")...)
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "now   not stored")
+	require.Contains(t, r.stdout, "no events recorded")
+
+	st := decode[statusResult](t, cli(t, s("--json", "status", "billing", "--interval", "P1D")...))
+	require.Equal(t, &noteJSON{Slot: "2026-03-01T00:00:00+01:00/P1D", Status: "AVAILABLE", Parked: true, Message: "upstream 503",
+		At: st.LastNote.At}, st.LastNote)
+	r = cli(t, s("status", "billing", "--interval", "P1D")...)
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "last note       2026-03-01T00:00:00+01:00/P1D (parked, ")
+
+	// Pruning follows the retention, on the database clock.
+	execSQL(t, schema, `UPDATE {{schema}}.slot_event SET at = at - interval '100 days' WHERE event = 'changed_by_sql'`)
+	p := decode[pruneResult](t, cli(t, s("--json", "history", "--prune", "--dry-run")...))
+	require.Equal(t, pruneResult{DryRun: true, Pruned: 1}, p)
+	r = cli(t, s("history", "--prune")...)
+	requireOK(t, r)
+	require.Equal(t, "pruned 1 history event(s) older than the retention\n", r.stdout)
+	h = decode[historyResult](t, cli(t, s("--json", "history", "billing", "2026-03-01T00:00:00+01:00/P1D")...))
+	require.Len(t, h.Events, 2)
+}
+
+// sqlActor is the actor the plain-SQL trigger records for the test pool's
+// sessions.
+func sqlActor(t *testing.T) string {
+	t.Helper()
+	var actor string
+	require.NoError(t, pgtest.Pool(t).QueryRow(t.Context(),
+		`SELECT session_user || coalesce(' (' || nullif(current_setting('application_name'), '') || ')', '')`).Scan(&actor))
+	return actor
+}
