@@ -117,7 +117,7 @@ func TestFreeTextIsChecked(t *testing.T) {
 	f := newFixture(t, series(t, "text", "PT1M", "UTC", time.Time{}), Options{})
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
-	for _, bad := range []string{"a\nb", "nul\x00", string([]byte{0xff}), string(make([]byte, 1025))} {
+	for _, bad := range []string{"a\rb", "nul\x00", string([]byte{0xff}), string(make([]byte, 1025)), "\u202eevil"} {
 		_, err := f.c.Reopen(ctx, from, from.Add(time.Minute), ReopenOptions{Reason: bad})
 		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
 		_, err = f.c.Skip(ctx, from, from.Add(time.Minute), SkipOptions{Reason: bad})
@@ -127,6 +127,9 @@ func TestFreeTextIsChecked(t *testing.T) {
 		_, err = New(ctx, f.db.Pool, f.grid, Options{Schema: f.db.Schema, Actor: bad})
 		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
 	}
+	// An actor is one line; a reason may hold tabs and newlines.
+	_, err := New(ctx, f.db.Pool, f.grid, Options{Schema: f.db.Schema, Actor: "a\nb"})
+	require.ErrorIs(t, err, slot.ErrInvalid)
 	require.Zero(t, f.exec(`SELECT FROM {{schema}}.slot`))
 }
 
