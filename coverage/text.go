@@ -1,10 +1,6 @@
 package coverage
 
-import (
-	"fmt"
-
-	"github.com/almanacdev/almanac/slot"
-)
+import "github.com/almanacdev/almanac/slot"
 
 // maxActor bounds Options.Actor, stored in every history row the client
 // writes. Reasons are bounded by slot.CheckReason.
@@ -14,9 +10,4 @@ const maxActor = 200
 // of at most 200 bytes of valid UTF-8 without control or invisible
 // characters (slot.CheckText). New checks it too. Errors wrap
 // slot.ErrInvalid and name the value.
-func CheckActor(actor string) error {
-	if err := slot.CheckText(actor, maxActor); err != nil {
-		return fmt.Errorf("actor: %w", err)
-	}
-	return nil
-}
+func CheckActor(actor string) error { return slot.CheckText("actor", actor, maxActor) }

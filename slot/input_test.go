@@ -193,3 +193,21 @@ func TestPrintableName(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `"sensor\u200b" PT5M (UTC, origin 2000-01-01T00:00:00Z)`, s.String())
 }
+
+func TestCheckText(t *testing.T) {
+	for _, ok := range []string{"", "ops@ci (deploy 42)", "Grüße", strings.Repeat("a", 200)} {
+		require.NoError(t, slot.CheckText("actor", ok, 200), "%q", ok)
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"a\tb", `invalid text: actor "a\tb": contains control character U+0009`},
+		{"a\nb", "control character U+000A"},
+		{"bad\xff", "not valid UTF-8"},
+		{"\u200bops", "invisible character U+200B"},
+		{strings.Repeat("a", 201), "201 bytes; expected at most 200"},
+	} {
+		err := slot.CheckText("actor", tt.in, 200)
+		require.ErrorIs(t, err, slot.ErrText, "%q", tt.in)
+		require.ErrorIs(t, err, slot.ErrInvalid)
+		require.ErrorContains(t, err, tt.want)
+	}
+}

@@ -46,21 +46,22 @@ func CheckReason(text string) error {
 // CheckText reports whether text can be stored as one line of free text of
 // at most max bytes, such as the name of who re-opened a range: valid UTF-8
 // without any control character (tab and newline included) and without
-// invisible characters (see CheckName). Errors wrap ErrText and name the
-// text, abbreviated and escaped.
-func CheckText(text string, max int) error {
+// invisible characters (see CheckName). what names the text in errors
+// ("invalid actor …"); they wrap ErrText and show the text abbreviated and
+// escaped.
+func CheckText(what, text string, max int) error {
 	switch {
 	case len(text) > max:
-		return fmt.Errorf("%w %q: %d bytes; expected at most %d", ErrText, abbreviate(text), len(text), max)
+		return fmt.Errorf("%w: %s %q: %d bytes; expected at most %d", ErrText, what, abbreviate(text), len(text), max)
 	case !utf8.ValidString(text):
-		return fmt.Errorf("%w %q: not valid UTF-8", ErrText, abbreviate(text))
+		return fmt.Errorf("%w: %s %q: not valid UTF-8", ErrText, what, abbreviate(text))
 	}
 	for _, r := range text {
 		switch {
 		case isControl(r):
-			return fmt.Errorf("%w %q: contains control character %U", ErrText, abbreviate(text), r)
+			return fmt.Errorf("%w: %s %q: contains control character %U", ErrText, what, abbreviate(text), r)
 		case isInvisible(r):
-			return fmt.Errorf("%w %q: contains invisible character %U", ErrText, abbreviate(text), r)
+			return fmt.Errorf("%w: %s %q: contains invisible character %U", ErrText, what, abbreviate(text), r)
 		}
 	}
 	return nil

@@ -193,11 +193,11 @@ func TestBadInputBinary(t *testing.T) {
 		bad(`"pg_monitor"`, s("migrate", "grants", "--runtime", "pg_monitor", "--migrator", "owner")...),
 
 		// reopen, skip and retry: free text that cannot be stored.
-		bad("is 2000 bytes; expected at most 1024", on("reopen", "sensor", "PT5M", append(day, "--reason", strings.Repeat("r", 2000))...)...),
-		bad(`--actor: invalid input: actor "ops\tci"`, on("reopen", "sensor", "PT5M", append(day, "--actor", "ops\tci")...)...),
-		bad("is 10240 bytes; expected at most 200", on("retry", "sensor", "PT5M", append(day, "--actor", huge)...)...),
-		bad(`actor "\xff" is not valid UTF-8`, on("skip", "sensor", "PT5M", append(day, "--reason", "r", "--actor", "\xff")...)...),
-		bad(`reason "\x1b[31mred" contains control character`, on("skip", "sensor", "PT5M", append(day, "--reason", "\x1b[31mred")...)...),
+		bad(`invalid reason "rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr…": 2000 bytes; expected at most 1024`, on("reopen", "sensor", "PT5M", append(day, "--reason", strings.Repeat("r", 2000))...)...),
+		bad(`--actor: invalid text: actor "ops\tci": contains control character U+0009`, on("reopen", "sensor", "PT5M", append(day, "--actor", "ops\tci")...)...),
+		bad("10240 bytes; expected at most 200", on("retry", "sensor", "PT5M", append(day, "--actor", huge)...)...),
+		bad(`actor "\xff": not valid UTF-8`, on("skip", "sensor", "PT5M", append(day, "--reason", "r", "--actor", "\xff")...)...),
+		bad(`invalid reason "\x1b[31mred": contains control character U+001B`, on("skip", "sensor", "PT5M", append(day, "--reason", "\x1b[31mred")...)...),
 
 		// history
 		bad("expects a series NAME and a SLOT, got 1", s("history", "sensor")...),

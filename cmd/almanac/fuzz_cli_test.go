@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
@@ -82,6 +83,14 @@ var flagCases = []flagCase{
 	{"skip --reason", func(v string) []string {
 		return withDay("skip", "sensor", "--interval", "PT5M", eq("reason", v))
 	}, skipReasonErr, true},
+	{"retry --actor", func(v string) []string {
+		return withDay("retry", "sensor", "--interval", "PT5M", eq("actor", v))
+	}, func(v string) error {
+		if v == "" {
+			return nil // the default actor
+		}
+		return coverage.CheckActor(v)
+	}, true},
 	{"skip --slot", func(v string) []string {
 		return []string{"skip", "sensor", "--interval", "PT5M", "--reason", "r", eq("slot", v)}
 	}, func(v string) error {

@@ -77,7 +77,7 @@ This cannot be undone. On a terminal, down says what it will drop and asks you
 to type yes; otherwise (a script, a pipe) it needs --yes. --dry-run prints the
 SQL it would run and changes nothing.`,
 		Example: `  almanac migrate down --dry-run
-  almanac --schema staging migrate down --yes`,
+  almanac migrate down --to 1 --dry-run`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -162,8 +162,11 @@ almanac's schema two roles (create them first with CREATE ROLE ... LOGIN):
             current (it then only reads the version table)
 
 Default privileges extend the runtime role's grants to whatever later
-migrations create, as long as they run as the migration role.`,
-		Example: `  almanac migrate grants --runtime app --migrator app_owner | psql "$ADMIN_DATABASE_URL"`,
+migrations create, as long as they run as the migration role.
+
+Pipe the output into psql as a superuser or the database owner, e.g.
+almanac migrate grants --runtime app --migrator app_owner | psql "$ADMIN_DATABASE_URL"`,
+		Example: `  almanac migrate grants --runtime app --migrator app_owner`,
 		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if runtime == "" {
