@@ -91,6 +91,15 @@ var flagCases = []flagCase{
 		}
 		return coverage.CheckActor(v)
 	}, true},
+	{"history SLOT", func(v string) []string { return []string{"history", "sensor", v, "--interval", "PT5M"} }, func(v string) error {
+		if strings.HasPrefix(v, "-") {
+			return nil // read as a flag
+		}
+		if strings.Contains(v, "/") {
+			return checkSlotSyntax(v)
+		}
+		return slot.CheckTime(v)
+	}, true},
 	{"skip --slot", func(v string) []string {
 		return []string{"skip", "sensor", "--interval", "PT5M", "--reason", "r", eq("slot", v)}
 	}, func(v string) error {
