@@ -199,10 +199,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 		from: opts.From, to: opts.To, sharedOwner: sharedOwner,
 	}
 	if q.from.IsZero() {
-		q.from = slot.MinTime
+		q.from = slot.MinTime()
 	}
 	if q.to.IsZero() {
-		q.to = slot.MaxTime
+		q.to = slot.MaxTime()
 	}
 	return q, nil
 }

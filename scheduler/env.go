@@ -1,17 +1,17 @@
 package scheduler
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // ErrBadEnv is wrapped by the errors of CheckEnv.
-var ErrBadEnv = errors.New("invalid environment entry")
+var ErrBadEnv = slot.NewInputError("invalid environment entry")
 
 // defaultEnv lists the variables a Command gets from the scheduler's
 // environment without being asked, besides every LC_* variable: what

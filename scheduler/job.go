@@ -106,7 +106,10 @@ func (j *Job) leaseTTL() time.Duration {
 	return acquire.DefaultLeaseTTL
 }
 
-func (j *Job) validate() error {
+// Validate reports what is wrong with the job, before it is added: no
+// series, no handler for its mode, a negative lag, a cron spec that is
+// malformed or never fires. Errors wrap slot.ErrInvalid.
+func (j *Job) Validate() error {
 	var errs []error
 	if j.Series.Interval().IsZero() {
 		errs = append(errs, errors.New("job has no series"))
@@ -132,7 +135,7 @@ func (j *Job) validate() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("scheduler: job %s: %w", j.Series.Name(), err)
+		return fmt.Errorf("%w: job %s: %w", slot.ErrInvalid, j.Series.Name(), err)
 	}
 	return nil
 }

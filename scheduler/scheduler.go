@@ -27,6 +27,9 @@ const (
 	DefaultBatch           = 100
 )
 
+// ErrNoJobs is returned by Run, Start and RunOnce without a job.
+var ErrNoJobs = errors.New("scheduler: no jobs")
+
 // CatchUpReason is the message of slots skipped by a catch-up policy.
 const CatchUpReason = "catch-up policy"
 
@@ -133,7 +136,7 @@ func New(pool *pgxpool.Pool, opts Options) *Scheduler {
 
 // Add adds a job. Call it before Run.
 func (s *Scheduler) Add(j Job) error {
-	if err := j.validate(); err != nil {
+	if err := j.Validate(); err != nil {
 		return err
 	}
 	for _, other := range s.jobs {
@@ -175,7 +178,7 @@ func (s *Scheduler) Add(j Job) error {
 // grid, a schema not migrated) is returned at once.
 func (s *Scheduler) prepare(ctx context.Context) error {
 	if len(s.jobs) == 0 {
-		return errors.New("scheduler: no jobs")
+		return ErrNoJobs
 	}
 	for _, j := range s.jobs {
 		if _, _, err := seriesdb.Add(ctx, s.pool, s.opts.Schema, j.Series); err != nil {

@@ -19,7 +19,7 @@ func civilOf(t time.Time) civil {
 }
 
 // supportedYear bounds all wall-clock arithmetic; instants are checked more
-// precisely against MinTime and MaxTime afterwards.
+// precisely against minTime and maxTime afterwards.
 func supportedYear(y int) bool { return y >= 1 && y <= 9999 }
 
 // addMonths adds n months, clamping the day to the end of the resulting

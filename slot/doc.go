@@ -50,10 +50,10 @@
 //
 // # Limits
 //
-// Boundaries lie between MinTime and MaxTime (within the years 1 to 9999)
+// Boundaries lie between MinTime() and MaxTime() (within the years 1 to 9999)
 // with microsecond precision, PostgreSQL's. A slot exists only when both its
 // start and its end do: an interval is at most MaxInterval (P1000Y), an
-// origin's first slot must end by MaxTime, and a range holding the start of
+// origin's first slot must end by MaxTime(), and a range holding the start of
 // a slot that would end after it is refused. Dates are written with hyphens
 // (2026-03-01); the ISO 8601 basic format (20260301) is refused, never
 // guessed at.

@@ -29,6 +29,11 @@ var (
 	ErrNoSlot error = inputError("no such slot")
 )
 
+// NewInputError returns a sentinel for another kind of bad input, named by
+// msg, that also matches ErrInvalid: the packages above this one declare
+// theirs with it, so that every bad input shares one test.
+func NewInputError(msg string) error { return inputError(msg) }
+
 type inputError string
 
 func (e inputError) Error() string { return string(e) }

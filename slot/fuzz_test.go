@@ -39,7 +39,7 @@ func FuzzParseTime(f *testing.F) {
 			oneLineInvalid(t, in, err, slot.ErrTime)
 			return
 		}
-		if tm.Before(slot.MinTime) || tm.After(slot.MaxTime) || tm.Nanosecond()%1000 != 0 {
+		if tm.Before(slot.MinTime()) || tm.After(slot.MaxTime()) || tm.Nanosecond()%1000 != 0 {
 			t.Fatalf("%q parsed to %v, outside the limits or finer than a microsecond", in, tm)
 		}
 		text := slot.FormatTime(tm.In(loc))
@@ -85,7 +85,7 @@ func FuzzGrid(f *testing.F) {
 	f.Add(uint8(14), uint8(9), int64(0), int64(1325239200000000), uint16(5))
 	f.Add(uint8(9), uint8(13), int64(949276800000000), int64(1800000000000000), uint16(30))
 	f.Fuzz(func(t *testing.T, z, i uint8, originMicros, atMicros int64, slots uint16) {
-		const lo, hi = -62135510400000000, 253402128000000000 // MinTime and MaxTime in Unix µs
+		const lo, hi = -62135510400000000, 253402128000000000 // minTime and maxTime in Unix µs
 		iv := slot.MustParseInterval(propertyIntervals[int(i)%len(propertyIntervals)])
 		var origin time.Time
 		if originMicros != 0 {
@@ -93,8 +93,8 @@ func FuzzGrid(f *testing.F) {
 		}
 		s, err := slot.NewSeries("f", iv, fuzzZone(t, z), origin)
 		if err != nil {
-			// Refused only when the origin's slot would end after MaxTime.
-			if !errors.Is(err, slot.ErrTime) || slot.MaxTime.Sub(origin) > 400*24*time.Hour {
+			// Refused only when the origin's slot would end after maxTime.
+			if !errors.Is(err, slot.ErrTime) || slot.MaxTime().Sub(origin) > 400*24*time.Hour {
 				t.Fatal(err)
 			}
 			return

@@ -103,7 +103,7 @@ func TestIntervalLongerThanTheLimit(t *testing.T) {
 }
 
 // TestOriginWhoseFirstSlotDoesNotFit: an origin is refused when even its
-// first slot would end after MaxTime.
+// first slot would end after maxTime.
 func TestOriginWhoseFirstSlotDoesNotFit(t *testing.T) {
 	yearly := slot.MustParseInterval("P1Y")
 	_, err := slot.NewSeries("x", yearly, nil, time.Date(9999, 6, 1, 0, 0, 0, 0, time.UTC))
@@ -117,7 +117,7 @@ func TestOriginWhoseFirstSlotDoesNotFit(t *testing.T) {
 }
 
 // TestRangeHoldingASlotBeyondTheLimit: a range that holds the start of a
-// slot ending after MaxTime was counted with that slot although it can
+// slot ending after maxTime was counted with that slot although it can
 // never be stored (Slots leaves it out), so materialize said it "existed".
 // Such a range is refused, naming the last slot that fits.
 func TestRangeHoldingASlotBeyondTheLimit(t *testing.T) {

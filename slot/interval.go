@@ -35,7 +35,7 @@ type Interval struct {
 	micros int64 // clock part in microseconds (PostgreSQL's resolution)
 }
 
-// Limits on intervals. The supported years (MinTime to MaxTime, about 9,999
+// Limits on intervals. The supported years (minTime to maxTime, about 9,999
 // years) must hold several slots of every series, so an interval is at most
 // MaxInterval long, and its clock part at most the longest time.Duration,
 // about 292 years, so that Interval.Clock never overflows.

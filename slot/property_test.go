@@ -80,7 +80,7 @@ func checkGrid(s slot.Series, t time.Time, span time.Duration) string {
 
 	// Counting is additive and agrees with iteration.
 	end := t.Add(span)
-	if end.After(slot.MaxTime) {
+	if end.After(slot.MaxTime()) {
 		return ""
 	}
 	ac, err := s.Count(t, end)

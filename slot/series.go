@@ -117,7 +117,7 @@ func DefaultOrigin(iv Interval, loc *time.Location) time.Time {
 // NewSeries returns the grid of series name with interval iv in loc (nil
 // means UTC). A zero origin means DefaultOrigin(iv, loc). The origin must be
 // a whole number of microseconds, the precision PostgreSQL stores, and its
-// slot (slot 0, [origin, origin + iv)) must lie within [MinTime, MaxTime].
+// slot (slot 0, [origin, origin + iv)) must lie within [MinTime(), MaxTime()].
 // Errors wrap ErrInvalid.
 //
 // The name must satisfy CheckName except for its rule on invisible
@@ -156,7 +156,7 @@ func NewSeries(name string, iv Interval, loc *time.Location, origin time.Time) (
 	s := Series{name: name, interval: iv, loc: loc, origin: origin, wall: civilOf(origin)}
 	if _, pos := s.start(1); pos != 0 {
 		return Series{}, fmt.Errorf("%w: origin %s: its first %s slot would end after %s, the last supported instant; expected an origin at least one interval earlier",
-			ErrTime, FormatTime(origin), iv, FormatTime(MaxTime))
+			ErrTime, FormatTime(origin), iv, FormatTime(maxTime))
 	}
 	return s, nil
 }
@@ -181,7 +181,7 @@ func (s Series) String() string {
 
 // Slot returns slot n of the grid (slot 0 starts at the origin; n may be
 // negative). It returns an error wrapping ErrRange when the slot lies outside
-// [MinTime, MaxTime], and ErrNoSlot when the zone skipped slot n's local
+// [MinTime(), MaxTime()], and ErrNoSlot when the zone skipped slot n's local
 // date entirely, leaving it empty.
 func (s Series) Slot(n int64) (Slot, error) {
 	start, pos := s.start(n)
@@ -198,7 +198,7 @@ func (s Series) Slot(n int64) (Slot, error) {
 
 // Floor returns the slot that contains t: the one with Start <= t < End.
 // It returns an error wrapping ErrRange when t or that slot lies outside
-// [MinTime, MaxTime]. For clock intervals it costs O(1); for calendar
+// [MinTime(), MaxTime()]. For clock intervals it costs O(1); for calendar
 // intervals a few boundary computations around an estimate.
 func (s Series) Floor(t time.Time) (Slot, error) {
 	if !inLimits(t) {
@@ -224,8 +224,8 @@ func (s Series) Prev(sl Slot) (Slot, error) {
 
 // CheckRange validates the half-open range [from, to) for an operation and
 // returns how many slots start in it. The range must not be reversed, must
-// lie within [MinTime, MaxTime], must not hold the start of a slot that ends
-// after MaxTime (such a slot does not exist: Slot returns ErrRange for it),
+// lie within [MinTime(), MaxTime()], must not hold the start of a slot that ends
+// after maxTime (such a slot does not exist: Slot returns ErrRange for it),
 // and must hold at most max slots (max <= 0 means no maximum). Errors wrap
 // ErrRange or ErrTooManySlots.
 //
@@ -248,7 +248,7 @@ func (s Series) CheckRange(from, to time.Time, max int64) (int64, error) {
 		if _, pos := s.start(last + 1); pos != 0 {
 			start, _ := s.start(last)
 			return n, fmt.Errorf("%w: [%s, %s) holds the %s slot starting %s, which would end after %s, the last supported instant; expected an end at most %s",
-				ErrRange, FormatTime(from), FormatTime(to), s.interval, FormatTime(start), FormatTime(MaxTime), FormatTime(start))
+				ErrRange, FormatTime(from), FormatTime(to), s.interval, FormatTime(start), FormatTime(maxTime), FormatTime(start))
 		}
 	}
 	if max > 0 && n > max {
@@ -267,7 +267,7 @@ func (s Series) Count(from, to time.Time) (int64, error) {
 
 // Slots returns the slots that start in [from, to), in order, computed
 // lazily: memory stays constant whatever the range. The iteration ends
-// early at MaxTime, and yields nothing for a reversed range or one outside
+// early at maxTime, and yields nothing for a reversed range or one outside
 // the supported years; validate the range with CheckRange first.
 func (s Series) Slots(from, to time.Time) iter.Seq[Slot] {
 	return func(yield func(Slot) bool) {
@@ -310,7 +310,7 @@ func justBefore(t time.Time) time.Time {
 }
 
 // start returns the start of slot n, and pos: 0 when it lies in
-// [MinTime, MaxTime], -1 when before, +1 when after (the time is then zero).
+// [MinTime(), MaxTime()], -1 when before, +1 when after (the time is then zero).
 // Starts never decrease as n grows.
 func (s Series) start(n int64) (time.Time, int) {
 	outside := 1
@@ -361,10 +361,10 @@ func (s Series) start(n int64) (time.Time, int) {
 			t = fromMicros(micros(t) + off)
 		}
 	}
-	if t.Before(MinTime) {
+	if t.Before(minTime) {
 		return time.Time{}, -1
 	}
-	if t.After(MaxTime) {
+	if t.After(maxTime) {
 		return time.Time{}, 1
 	}
 	return t.In(s.loc), 0

@@ -436,23 +436,23 @@ func TestRangesAndLimits(t *testing.T) {
 	// and far below the int64 limit.
 	tiny, err := slot.NewSeries("tiny", slot.MustParseInterval("PT0.000001S"), nil, time.Time{})
 	require.NoError(t, err)
-	n, err = tiny.Count(slot.MinTime, slot.MaxTime)
+	n, err = tiny.Count(slot.MinTime(), slot.MaxTime())
 	require.NoError(t, err)
-	require.Equal(t, slot.MaxTime.UnixMicro()-slot.MinTime.UnixMicro(), n)
+	require.Equal(t, slot.MaxTime().UnixMicro()-slot.MinTime().UnixMicro(), n)
 
 	// Calendar intervals count without iterating too, across 9,998 years.
-	// The last slot starting before MaxTime (local midnight on 9999-12-31
+	// The last slot starting before maxTime (local midnight on 9999-12-31
 	// in Berlin, 23:00 UTC the day before) would end after it: a range
 	// holding its start is refused, one ending at its start is not.
 	days := series(t, "P1D", "Europe/Berlin", "")
-	_, err = days.Count(slot.MinTime, slot.MaxTime)
+	_, err = days.Count(slot.MinTime(), slot.MaxTime())
 	require.ErrorIs(t, err, slot.ErrRange)
 	require.ErrorContains(t, err, "starting 9999-12-31T00:00:00+01:00")
-	n, err = days.Count(slot.MinTime, at(t, "9999-12-31", days.Location()))
+	n, err = days.Count(slot.MinTime(), at(t, "9999-12-31", days.Location()))
 	require.NoError(t, err)
-	require.InDelta(t, float64(slot.MaxTime.Unix()-slot.MinTime.Unix())/86400, float64(n), 1)
+	require.InDelta(t, float64(slot.MaxTime().Unix()-slot.MinTime().Unix())/86400, float64(n), 1)
 	months := series(t, "P1M", "America/New_York", "2000-01-31")
-	n, err = months.Count(slot.MinTime, at(t, "9999-11-30", months.Location()))
+	n, err = months.Count(slot.MinTime(), at(t, "9999-11-30", months.Location()))
 	require.NoError(t, err)
 	require.InDelta(t, 9998*12+11, float64(n), 1)
 
@@ -470,7 +470,7 @@ func TestRangesAndLimits(t *testing.T) {
 	// Iteration stops at the end of the supported years instead of running on.
 	yearly := series(t, "P1Y", "UTC", "")
 	var last slot.Slot
-	for sl := range yearly.Slots(at(t, "9990-01-01T00:00:00Z", nil), slot.MaxTime) {
+	for sl := range yearly.Slots(at(t, "9990-01-01T00:00:00Z", nil), slot.MaxTime()) {
 		last = sl
 	}
 	require.Equal(t, "9998-01-01T00:00:00Z/P1Y", last.String())
@@ -482,7 +482,7 @@ func TestRangesAndLimits(t *testing.T) {
 func TestSlotsStopsEarly(t *testing.T) {
 	s := series(t, "PT1M", "UTC", "")
 	var n int
-	for range s.Slots(slot.MinTime, slot.MaxTime) {
+	for range s.Slots(slot.MinTime(), slot.MaxTime()) {
 		n++
 		if n == 3 {
 			break

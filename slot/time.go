@@ -6,14 +6,20 @@ import (
 	"time"
 )
 
-// The supported instants. Every slot boundary lies in [MinTime, MaxTime]: a
+// The supported instants. Every slot boundary lies in [minTime, maxTime]: a
 // day inside the years 1 and 9999, so that a boundary written in any zone's
 // local time still has a four-digit year, and PostgreSQL (which has no year
 // 0) accepts it.
 var (
-	MinTime = time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)
-	MaxTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	minTime = time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 )
+
+// MinTime returns the earliest supported instant, 0001-01-02T00:00Z.
+func MinTime() time.Time { return minTime }
+
+// MaxTime returns the latest supported instant, 9999-12-31T00:00Z.
+func MaxTime() time.Time { return maxTime }
 
 // timeLayout prints instants in RFC 3339 with the offset of their zone and
 // with only as many fractional digits as needed, so the same instant in the
@@ -45,7 +51,7 @@ func FormatTime(t time.Time) string {
 // ISO 8601 basic form (20260301, 20260301T0600) is refused with the extended
 // spelling in the message, never read as something else.
 //
-// The instant must lie in [MinTime, MaxTime] and be a whole number of
+// The instant must lie in [minTime, maxTime] and be a whole number of
 // microseconds. Errors wrap ErrTime and name the input; an error about a
 // local reading names the zone it was read in.
 func ParseTime(text string, loc *time.Location) (time.Time, error) {
@@ -66,7 +72,7 @@ func ParseTime(text string, loc *time.Location) (time.Time, error) {
 // CheckTime reports whether text is a time ParseTime reads in some zone:
 // its syntax, its calendar (2026-02-29 does not exist) and its precision,
 // and for an instant with an offset its limits. Whether a local reading
-// lies within [MinTime, MaxTime] depends on the zone it is read in and is
+// lies within [minTime, maxTime] depends on the zone it is read in and is
 // left to ParseTime. Errors wrap ErrTime and name the input.
 //
 // It lets a program refuse a malformed time before it knows the zone, for
@@ -129,7 +135,7 @@ func readTime(text string) (reading, error) {
 	return r, nil
 }
 
-// checkLimits refuses an instant outside [MinTime, MaxTime]; zone names the
+// checkLimits refuses an instant outside [minTime, maxTime]; zone names the
 // zone a local reading was resolved in ("" for a text with an offset).
 func checkLimits(text string, t time.Time, zone string) error {
 	if inLimits(t) {
@@ -180,4 +186,4 @@ func fromMicros(us int64) time.Time {
 	return time.Unix(floorDiv(us, 1e6), (us-floorDiv(us, 1e6)*1e6)*1000)
 }
 
-func inLimits(t time.Time) bool { return !t.Before(MinTime) && !t.After(MaxTime) }
+func inLimits(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }

@@ -4,7 +4,8 @@
 package sqlschema
 
 import (
-	"errors"
+	"github.com/almanacdev/almanac/slot"
+
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -15,11 +16,13 @@ import (
 // Default is the schema almanac uses when none is configured.
 const Default = "almanac"
 
-// ErrInvalid is wrapped by every error Check returns.
-var ErrInvalid = errors.New("invalid schema name")
+// ErrInvalid is wrapped by every error Check returns. Like every bad input,
+// it also matches slot.ErrInvalid.
+var ErrInvalid = slot.NewInputError("invalid schema name")
 
-// ErrInvalidRole is wrapped by every error CheckRole returns.
-var ErrInvalidRole = errors.New("invalid role name")
+// ErrInvalidRole is wrapped by every error CheckRole returns; it also
+// matches slot.ErrInvalid.
+var ErrInvalidRole = slot.NewInputError("invalid role name")
 
 // maxLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are silently
 // truncated by the server, so two long names could end up as one schema.
