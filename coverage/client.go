@@ -18,16 +18,6 @@ import (
 // DefaultChunkSize is the default of Options.ChunkSize.
 const DefaultChunkSize = 50_000
 
-// Errors returned by New for a series that cannot be worked on. The CLI
-// reports both as bad input.
-var (
-	// ErrSeriesNotFound: the series is not registered.
-	ErrSeriesNotFound = seriesdb.ErrNotFound
-	// ErrSeriesConflict: the series is registered with another zone or
-	// origin, so the grid given would put slots on other boundaries.
-	ErrSeriesConflict = seriesdb.ErrConflict
-)
-
 // DB is what a Client needs from the database: a *pgxpool.Pool or a
 // *pgx.Conn. Reads run as single statements; every write runs in
 // transactions the Client begins itself (read committed, whatever the
@@ -79,12 +69,15 @@ type Client struct {
 	// start of a run stay below 2^53 microseconds (285 years), where float8
 	// arithmetic is exact.
 	runsInSQL bool
+	// tx is the caller's transaction the client works in (WithTx), or nil.
+	tx pgx.Tx
 }
 
 // New returns a Client for the series of grid, which must be registered with
 // the same zone and origin: otherwise New returns an error wrapping
-// ErrSeriesNotFound or ErrSeriesConflict. An invalid Options.Schema is an
-// error wrapping sqlschema's ErrInvalid.
+// almanac.ErrUnknownSeries or almanac.ErrSeriesConflict (the root package
+// names the errors every layer shares). An invalid Options.Schema is an
+// error wrapping almanac.ErrInvalid.
 func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, error) {
 	if opts.Schema == "" {
 		opts.Schema = sqlschema.Default
@@ -103,7 +96,7 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 		return nil, err
 	}
 	if def.Grid.Location().String() != grid.Location().String() || !def.Grid.Origin().Equal(grid.Origin()) {
-		return nil, fmt.Errorf("%w: %s is registered as %s", ErrSeriesConflict, grid, def.Grid)
+		return nil, fmt.Errorf("%w: %s is registered as %s", seriesdb.ErrConflict, grid, def.Grid)
 	}
 	iv := grid.Interval()
 	var actor *string
@@ -177,6 +170,9 @@ func (c *Client) inSnapshot(ctx context.Context, fn func(pgx.Tx) error) error {
 // accumulate anything across calls. A COMMIT whose connection is lost is
 // not repeated blindly: the transaction's id tells whether it committed.
 func (c *Client) runTx(ctx context.Context, opts pgx.TxOptions, settings string, rollback bool, fn func(pgx.Tx) error) error {
+	if c.tx != nil {
+		return c.inCallerTx(ctx, settings, rollback, fn)
+	}
 	return retry.Do(ctx, func(ctx context.Context) error {
 		tx, err := c.db.BeginTx(ctx, opts)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -290,11 +291,11 @@ func TestNewChecksTheSeries(t *testing.T) {
 	f := newFixture(t, series(t, "registered", "P1D", "Europe/Berlin", time.Time{}), Options{})
 	ctx := context.Background()
 	_, err := New(ctx, f.db.Pool, series(t, "unknown", "P1D", "Europe/Berlin", time.Time{}), Options{Schema: f.db.Schema})
-	require.ErrorIs(t, err, ErrSeriesNotFound)
+	require.ErrorIs(t, err, seriesdb.ErrNotFound)
 	_, err = New(ctx, f.db.Pool, series(t, "registered", "P1D", "UTC", time.Time{}), Options{Schema: f.db.Schema})
-	require.ErrorIs(t, err, ErrSeriesConflict)
+	require.ErrorIs(t, err, seriesdb.ErrConflict)
 	_, err = New(ctx, f.db.Pool, series(t, "registered", "P1D", "Europe/Berlin", utc("2026-01-01T00:00:00Z")), Options{Schema: f.db.Schema})
-	require.ErrorIs(t, err, ErrSeriesConflict)
+	require.ErrorIs(t, err, seriesdb.ErrConflict)
 	_, err = New(ctx, f.db.Pool, f.grid, Options{Schema: "a\x00b"})
 	require.Error(t, err)
 }
