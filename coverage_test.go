@@ -17,7 +17,6 @@ import (
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
-	"github.com/almanacdev/almanac/scheduler"
 )
 
 // TestCoverage is the project's headline test: every slot of a range is
@@ -117,11 +116,11 @@ func TestCoverage(t *testing.T) {
 	jobs := []almanac.Job{
 		// Expired leases are taken over at once (no grace), so that the
 		// stale holder below is overtaken within the test.
-		{Series: series, Start: from, End: to, Handler: locked("locked"), Queue: acquire.Options{TakeoverGrace: -1}},
-		{Series: series, Start: from, End: to, Mode: scheduler.LockedBatch, Batch: 10, Handler: locked("batch"),
-			Queue: acquire.Options{TakeoverGrace: -1}},
-		{Series: series, Start: from, End: to, Mode: scheduler.Lease, LeaseHandler: leased,
-			Queue: acquire.Options{LeaseTTL: 2 * time.Second, TakeoverGrace: -1}},
+		{Series: series, Start: from, End: to, Handler: locked("locked"), TakeoverGrace: -1},
+		{Series: series, Start: from, End: to, Mode: almanac.ModeLockedBatch, Batch: 10, Handler: locked("batch"),
+			TakeoverGrace: -1},
+		{Series: series, Start: from, End: to, Mode: almanac.ModeLease, LeaseHandler: leased,
+			LeaseTTL: 2 * time.Second, TakeoverGrace: -1},
 	}
 	// instance starts one instance of job i: a Client with 8 workers.
 	instance := func(i int) (*almanac.Client, error) {
@@ -253,7 +252,7 @@ func TestCoverage(t *testing.T) {
 		return count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' AND slot_start >= $1 AND slot_start < $2`,
 			backfillFrom, backfillTo) > 100
 	}, time.Minute, 10*time.Millisecond)
-	reopened, err := setup.Reopen(ctx, series, backfillFrom, backfillTo, "late data")
+	reopened, err := setup.Reopen(ctx, series, backfillFrom, backfillTo, almanac.ReopenOptions{Reason: "late data"})
 	require.NoError(t, err)
 	require.Positive(t, reopened.Reopened)
 

@@ -18,7 +18,6 @@ import (
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
-	"github.com/almanacdev/almanac/scheduler"
 )
 
 // faultRounds is how many lifecycles TestLifecycleUnderFaults runs: a few
@@ -138,7 +137,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 		series, err := client.Series(ctx, "work", "PT1M", almanac.SeriesOptions{})
 		require.NoError(t, err, "round %d: Series", round)
 		insert := sqlschema.Render(`INSERT INTO {{schema}}.effect VALUES ($1, $2)`, schema)
-		modes := []scheduler.Mode{scheduler.Locked, scheduler.LockedBatch, scheduler.Lease}
+		modes := []almanac.Mode{almanac.ModeLocked, almanac.ModeLockedBatch, almanac.ModeLease}
 		job := almanac.Job{Series: series, Start: from, End: to, Mode: modes[round%len(modes)], Batch: 5,
 			Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 				_, err := tx.Exec(ctx, insert, s.Start, s.Fence)
@@ -153,7 +152,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 					return err
 				})
 			},
-			Queue: acquire.Options{LeaseTTL: 2 * time.Second},
+			LeaseTTL: 2 * time.Second,
 		}
 		require.NoError(t, client.Register(job))
 		require.NoError(t, client.Start(ctx), "round %d: Start", round)
@@ -162,7 +161,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 		}, 2*time.Minute, 20*time.Millisecond, "round %d: the started workers complete every slot", round)
 		require.NoError(t, client.Stop(ctx), "round %d: Stop", round)
 
-		reopened, err := client.Reopen(ctx, series, from.Add(10*time.Minute), from.Add(20*time.Minute), "late data")
+		reopened, err := client.Reopen(ctx, series, from.Add(10*time.Minute), from.Add(20*time.Minute), almanac.ReopenOptions{Reason: "late data"})
 		require.NoError(t, err, "round %d: Reopen", round)
 		require.Empty(t, reopened.Held, "round %d: nothing is held once the workers stopped", round)
 		drainer, err := almanac.New(pool, almanac.Options{Schema: schema, Concurrency: 4, PollInterval: 200 * time.Millisecond})

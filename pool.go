@@ -77,6 +77,12 @@ type PoolOptions struct {
 	ConnectTimeout time.Duration
 }
 
+// ConfigurePool adjusts the configuration of a pool of the caller's making
+// for almanac: TCP keepalives, pings of idle connections, and cancellation
+// that keeps a locked-mode transaction alive to record its outcome (see
+// acquire.ConfigurePool). NewPool applies it.
+func ConfigurePool(cfg *pgxpool.Config) { acquire.ConfigurePool(cfg) }
+
 // NewPool opens a pool on url (a PostgreSQL URL or key=value string; empty
 // reads the libpq PG* variables) configured for almanac and for the
 // caller's own statements:

@@ -19,7 +19,6 @@ import (
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
-	"github.com/almanacdev/almanac/scheduler"
 )
 
 // TestLeastPrivilegeRoles sets up the two roles migrations.Grants describes
@@ -101,7 +100,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	to := from.Add(6 * time.Hour)
 	require.NoError(t, c.Register(almanac.Job{Series: locked, Start: from, End: to,
 		Handler: func(context.Context, pgx.Tx, almanac.Slot) error { return nil }}))
-	require.NoError(t, c.Register(almanac.Job{Series: leased, Start: from, End: to, Mode: scheduler.Lease,
+	require.NoError(t, c.Register(almanac.Job{Series: leased, Start: from, End: to, Mode: almanac.ModeLease,
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
 	summary, err := c.Drain(ctx)
 	require.NoError(t, err)
@@ -111,15 +110,15 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		status, err := c.Status(ctx, s, from, to)
 		require.NoError(t, err)
 		require.EqualValues(t, 6, status.Complete)
-		res, err := c.Reopen(ctx, s, from, from.Add(2*time.Hour), "late data")
+		res, err := c.Reopen(ctx, s, from, from.Add(2*time.Hour), almanac.ReopenOptions{Reason: "late data"})
 		require.NoError(t, err)
 		require.EqualValues(t, 2, res.Reopened)
-		skipped, err := c.SkipRange(ctx, s, from, from.Add(time.Hour), "holiday")
+		skipped, err := c.SkipRange(ctx, s, from, from.Add(time.Hour), almanac.SkipOptions{Reason: "holiday"})
 		require.NoError(t, err)
 		require.EqualValues(t, 1, skipped.Skipped)
-		_, err = c.Retry(ctx, s, from, to)
+		_, err = c.Retry(ctx, s, from, to, almanac.RetryOptions{})
 		require.NoError(t, err)
-		m, err := c.Materialize(ctx, s, to, to.Add(2*time.Hour))
+		m, err := c.Materialize(ctx, s, to, to.Add(2*time.Hour), almanac.MaterializeOptions{})
 		require.NoError(t, err)
 		require.EqualValues(t, 2, m.Inserted)
 		gaps, err := c.Gaps(ctx, s, from, to.Add(3*time.Hour))

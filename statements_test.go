@@ -20,7 +20,6 @@ import (
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
-	"github.com/almanacdev/almanac/scheduler"
 )
 
 // TestEveryStatementIsScopedToOneSeries records, through a pgx tracer on
@@ -107,9 +106,9 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	}
 	daily, err := client.Series(ctx, "st_daily", "P1D", almanac.SeriesOptions{TimeZone: "Europe/Berlin"})
 	require.NoError(t, err)
-	_, err = client.Materialize(ctx, grids[0], from, to)
+	_, err = client.Materialize(ctx, grids[0], from, to, almanac.MaterializeOptions{})
 	require.NoError(t, err)
-	_, err = client.Materialize(ctx, daily, from, from.AddDate(0, 1, 0))
+	_, err = client.Materialize(ctx, daily, from, from.AddDate(0, 1, 0), almanac.MaterializeOptions{})
 	require.NoError(t, err)
 
 	// One slot fails and is parked at once, one is skipped by its handler,
@@ -133,11 +132,10 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 		_, err := tx.Exec(ctx, `SELECT 1`)
 		return err
 	}
-	queue := acquire.Options{MaxAttempts: 1, LeaseTTL: time.Second, DeadMan: time.Second}
 	jobs := []almanac.Job{
-		{Series: grids[0], Start: from, End: to, Mode: scheduler.Locked, Handler: locked, Queue: queue},
-		{Series: grids[1], Start: from, End: to, Mode: scheduler.LockedBatch, Batch: 5, Handler: locked, Queue: queue},
-		{Series: grids[2], Start: from, End: to, Mode: scheduler.Lease, Queue: queue,
+		{Series: grids[0], Start: from, End: to, Mode: almanac.ModeLocked, Handler: locked, MaxAttempts: 1, DeadMan: time.Second},
+		{Series: grids[1], Start: from, End: to, Mode: almanac.ModeLockedBatch, Batch: 5, Handler: locked, MaxAttempts: 1, DeadMan: time.Second},
+		{Series: grids[2], Start: from, End: to, Mode: almanac.ModeLease, MaxAttempts: 1, LeaseTTL: time.Second,
 			LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 				if err := l.Checkpoint(ctx, map[string]int{"step": 1}); err != nil {
 					return err
@@ -175,11 +173,11 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	for _, g := range grids {
 		_, err := client.Gaps(ctx, g, from, to.Add(time.Hour))
 		require.NoError(t, err)
-		_, err = client.Retry(ctx, g, from, to) // un-parks the failed slot; it fails and parks again
+		_, err = client.Retry(ctx, g, from, to, almanac.RetryOptions{}) // un-parks the failed slot; it fails and parks again
 		require.NoError(t, err)
-		_, err = client.Reopen(ctx, g, from, from.Add(2*time.Minute), "statement test")
+		_, err = client.Reopen(ctx, g, from, from.Add(2*time.Minute), almanac.ReopenOptions{Reason: "statement test"})
 		require.NoError(t, err)
-		_, err = client.SkipRange(ctx, g, to, to.Add(2*time.Minute), "statement test")
+		_, err = client.SkipRange(ctx, g, to, to.Add(2*time.Minute), almanac.SkipOptions{Reason: "statement test"})
 		require.NoError(t, err)
 	}
 	waitDone("re-opened slots")
@@ -188,7 +186,7 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	// An ejection and the lease writes the scheduler does not use.
 	q, err := acquire.New(ctx, pool, grids[2], acquire.Options{Schema: schema, LeaseTTL: time.Minute})
 	require.NoError(t, err)
-	_, err = client.Reopen(ctx, grids[2], from, from.Add(3*time.Minute), "statement test")
+	_, err = client.Reopen(ctx, grids[2], from, from.Add(3*time.Minute), almanac.ReopenOptions{Reason: "statement test"})
 	require.NoError(t, err)
 	leases, err := q.Claim(ctx, 2)
 	require.NoError(t, err)

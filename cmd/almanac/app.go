@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -16,10 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/internal/retry"
-	"github.com/almanacdev/almanac/internal/sqlschema"
-	"github.com/almanacdev/almanac/migrations"
-	"github.com/almanacdev/almanac/slot"
 )
 
 // Exit codes, a contract with scripts (the root command's help lists them).
@@ -62,9 +59,9 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, slot.ErrInvalid), errors.Is(err, sqlschema.ErrInvalid), errors.Is(err, sqlschema.ErrInvalidRole):
+	case errors.Is(err, almanac.ErrInvalid):
 		return exitUsage
-	case errors.Is(err, migrations.ErrNotMigrated), errors.Is(err, retry.ErrUnavailable),
+	case errors.Is(err, almanac.ErrNotMigrated), errors.Is(err, almanac.ErrUnavailable),
 		errors.As(err, new(*pgconn.ConnectError)), errors.As(err, new(*net.OpError)):
 		return exitUnavailable
 	default:
@@ -94,7 +91,8 @@ type app struct {
 	// number of arguments): a usage error.
 	started  bool
 	pool     *pgxpool.Pool
-	poolSize int32 // connections the command needs; at least 2
+	client   *almanac.Client // on pool, made by a.connectClient
+	poolSize int32           // connections the command needs; at least 2
 
 	// retryTimeout is the retry budget of the command's database calls.
 	retryTimeout time.Duration
@@ -103,6 +101,12 @@ type app struct {
 	poolerText string
 	// listenURL is a direct connection for LISTEN (almanac run).
 	listenURL string
+	// logs is set by commands that log their work (almanac run).
+	logs bool
+	// concurrency and shutdownTimeout configure the client's workers
+	// (almanac run's --workers and --grace).
+	concurrency     int
+	shutdownTimeout time.Duration
 }
 
 // run executes the CLI with args and returns the process exit code. Its
@@ -174,7 +178,7 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	flags := root.PersistentFlags()
 	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
-	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+migrations.DefaultSchema+")")
+	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+almanac.DefaultSchema+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
 	flags.StringVar(&a.poolerText, "pooler", "auto",
 		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
@@ -203,10 +207,10 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("schema") {
 		a.schema = a.getenv("ALMANAC_SCHEMA")
 		if a.schema == "" {
-			a.schema = migrations.DefaultSchema
+			a.schema = almanac.DefaultSchema
 		}
 	}
-	if err := sqlschema.Check(a.schema); err != nil {
+	if err := almanac.CheckSchema(a.schema); err != nil {
 		return usageError(fmt.Errorf("--schema: %w", err))
 	}
 	if !cmd.Flags().Changed("pooler") && a.getenv("ALMANAC_POOLER") != "" {
@@ -236,8 +240,21 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	if a.retryTimeout <= 0 {
 		return usagef("--retry-timeout %s: expected a positive duration such as 30s", a.retryTimeout)
 	}
-	cmd.SetContext(retry.WithBudget(cmd.Context(), a.retryTimeout))
 	return nil
+}
+
+// logger returns the log of the command: on stderr, as text or with --json
+// as JSON lines, for the commands that log (almanac run); silent for the
+// others, whose stdout and single stderr line are their interface.
+func (a *app) logger() *slog.Logger {
+	switch {
+	case !a.logs:
+		return slog.New(slog.DiscardHandler)
+	case a.json:
+		return slog.New(slog.NewJSONHandler(a.stderr, nil))
+	default:
+		return slog.New(slog.NewTextHandler(a.stderr, nil))
+	}
 }
 
 // noArgs rejects positional arguments on commands that take none, as a usage

@@ -13,10 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/progress"
-	"github.com/almanacdev/almanac/internal/seriesdb"
-	"github.com/almanacdev/almanac/slot"
 )
 
 // defaultMaxSlots is the default of --max-slots: a range larger than this
@@ -46,34 +44,34 @@ than --max-slots slots are refused.`
 
 // check validates the command line before anything connects: name,
 // interval, and what can be checked of the times before the series' zone is
-// known from the database (slot.CheckTime). Every error is a usage error
+// known from the database (almanac.CheckTime). Every error is a usage error
 // naming the bad value.
-func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
-	if err := slot.CheckName(name); err != nil {
-		return slot.Interval{}, usageError(err)
+func (f *rangeFlags) check(name string, needRange bool) (almanac.Interval, error) {
+	if err := almanac.CheckName(name); err != nil {
+		return almanac.Interval{}, usageError(err)
 	}
 	if f.interval == "" {
-		return slot.Interval{}, usagef("--interval is required, e.g. --interval PT5M")
+		return almanac.Interval{}, usagef("--interval is required, e.g. --interval PT5M")
 	}
-	iv, err := slot.ParseInterval(f.interval)
+	iv, err := almanac.ParseInterval(f.interval)
 	if err != nil {
-		return slot.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
+		return almanac.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
 	}
 	if needRange && (f.from == "" || f.to == "") {
-		return slot.Interval{}, usagef("--from and --to are required, e.g. --from 2026-03-01 --to 2026-03-02")
+		return almanac.Interval{}, usagef("--from and --to are required, e.g. --from 2026-03-01 --to 2026-03-02")
 	}
 	if (f.from == "") != (f.to == "") {
-		return slot.Interval{}, usagef("give both --from and --to, or neither")
+		return almanac.Interval{}, usagef("give both --from and --to, or neither")
 	}
 	if f.maxSlots <= 0 {
-		return slot.Interval{}, usagef("--max-slots %d: expected a positive number", f.maxSlots)
+		return almanac.Interval{}, usagef("--max-slots %d: expected a positive number", f.maxSlots)
 	}
 	for _, t := range []struct{ flag, text string }{{"--from", f.from}, {"--to", f.to}} {
 		if t.text == "" {
 			continue
 		}
-		if err := slot.CheckTime(t.text); err != nil {
-			return slot.Interval{}, usageError(fmt.Errorf("%s: %w", t.flag, err))
+		if err := almanac.CheckTime(t.text); err != nil {
+			return almanac.Interval{}, usageError(fmt.Errorf("%s: %w", t.flag, err))
 		}
 	}
 	return iv, nil
@@ -81,19 +79,19 @@ func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
 
 // resolve reads the range in the series' zone and checks it: not reversed,
 // at most --max-slots slots.
-func (f *rangeFlags) resolve(grid slot.Series) (from, to time.Time, err error) {
-	if from, err = slot.ParseTime(f.from, grid.Location()); err != nil {
+func (f *rangeFlags) resolve(grid almanac.Series) (from, to time.Time, err error) {
+	if from, err = almanac.ParseTime(f.from, grid.Location()); err != nil {
 		return from, to, usageError(fmt.Errorf("--from: %w", err))
 	}
-	if to, err = slot.ParseTime(f.to, grid.Location()); err != nil {
+	if to, err = almanac.ParseTime(f.to, grid.Location()); err != nil {
 		return from, to, usageError(fmt.Errorf("--to: %w", err))
 	}
 	return from, to, f.checkSize(grid, from, to)
 }
 
-func (f *rangeFlags) checkSize(grid slot.Series, from, to time.Time) error {
+func (f *rangeFlags) checkSize(grid almanac.Series, from, to time.Time) error {
 	n, err := grid.CheckRange(from, to, f.maxSlots)
-	if errors.Is(err, slot.ErrTooManySlots) {
+	if errors.Is(err, almanac.ErrTooManySlots) {
 		return usageError(fmt.Errorf("%w; raise --max-slots to %d to allow it", err, n))
 	}
 	if err != nil {
@@ -103,44 +101,37 @@ func (f *rangeFlags) checkSize(grid slot.Series, from, to time.Time) error {
 }
 
 // openRange does what every range command starts with: it checks the
-// command line, opens the series' coverage client and reads --from and --to
-// in the series' zone.
-func (a *app) openRange(ctx context.Context, rf *rangeFlags, name string) (c *coverage.Client, from, to time.Time, err error) {
+// command line, connects, loads the series and reads --from and --to in
+// the series' zone.
+func (a *app) openRange(ctx context.Context, rf *rangeFlags, name string) (c *almanac.Client, s almanac.Series, from, to time.Time, err error) {
 	iv, err := rf.check(name, true)
 	if err != nil {
-		return nil, from, to, err
+		return nil, s, from, to, err
 	}
-	if c, err = a.openCoverage(ctx, name, iv); err != nil {
-		return nil, from, to, err
+	if c, s, err = a.openSeries(ctx, name, iv); err != nil {
+		return nil, s, from, to, err
 	}
-	from, to, err = rf.resolve(c.Series())
-	return c, from, to, err
+	from, to, err = rf.resolve(s)
+	return c, s, from, to, err
 }
 
-// openCoverage connects, loads the series and returns a client for it,
-// which records changes in the history as made by --actor (default: the
-// operator, user@host). An unknown series is bad input (exit 2), like any
-// other name that does not exist.
-func (a *app) openCoverage(ctx context.Context, name string, iv slot.Interval) (*coverage.Client, error) {
-	if err := coverage.CheckActor(a.actor); err != nil {
-		return nil, usageError(fmt.Errorf("--actor: %w", err))
+// openSeries connects and loads the series. The client records changes in
+// the history as made by --actor (default: the operator, user@host). An
+// unknown series is bad input (exit 2), like any other name that does not
+// exist.
+func (a *app) openSeries(ctx context.Context, name string, iv almanac.Interval) (*almanac.Client, almanac.Series, error) {
+	if err := almanac.CheckActor(a.actor); err != nil {
+		return nil, almanac.Series{}, usageError(fmt.Errorf("--actor: %w", err))
 	}
-	actor := a.actor
-	if actor == "" {
-		actor = a.operator()
-	}
-	pool, err := a.connectMigrated(ctx)
+	c, err := a.connectMigrated(ctx)
 	if err != nil {
-		return nil, err
+		return nil, almanac.Series{}, err
 	}
-	def, err := seriesdb.Get(ctx, pool, a.schema, name, iv)
-	if errors.Is(err, seriesdb.ErrNotFound) {
-		return nil, usageError(err)
+	info, err := c.LookupSeries(ctx, name, iv.String())
+	if errors.Is(err, almanac.ErrUnknownSeries) {
+		return nil, almanac.Series{}, usageError(err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return coverage.New(ctx, pool, def.Grid, coverage.Options{Schema: a.schema, Actor: actor})
+	return c, info.Series, err
 }
 
 // registerActor adds --actor to a command that changes slots.
@@ -158,7 +149,7 @@ func (a *app) operator() string {
 	}
 	host, _ := os.Hostname()
 	actor := name + "@" + host
-	if name == "" || host == "" || coverage.CheckActor(actor) != nil {
+	if name == "" || host == "" || almanac.CheckActor(actor) != nil {
 		return ""
 	}
 	return actor
@@ -167,7 +158,7 @@ func (a *app) operator() string {
 // progressBar returns the progress callback of an operation, and a function
 // that clears the bar before output: a bar only on a terminal, never with
 // --json.
-func (a *app) progressBar(label string) (coverage.ProgressFunc, func()) {
+func (a *app) progressBar(label string) (almanac.ProgressFunc, func()) {
 	bar := progress.ForTerminal(a.stderr, label, !a.json)
 	if bar == nil {
 		return nil, func() {}
@@ -183,16 +174,18 @@ type rangeJSON struct {
 	To       string `json:"to"`
 }
 
-func toRangeJSON(grid slot.Series, from, to time.Time) rangeJSON {
+func toRangeJSON(grid almanac.Series, from, to time.Time) rangeJSON {
 	return rangeJSON{Name: grid.Name(), Interval: grid.Interval().String(),
 		From: formatIn(grid, from), To: formatIn(grid, to)}
 }
 
 // formatIn prints t in the series' zone, the form slot texts use.
-func formatIn(grid slot.Series, t time.Time) string { return slot.FormatTime(t.In(grid.Location())) }
+func formatIn(grid almanac.Series, t time.Time) string {
+	return almanac.FormatTime(t.In(grid.Location()))
+}
 
 // optionalTime prints t in the series' zone, or null when zero.
-func optionalTime(grid slot.Series, t time.Time) *string {
+func optionalTime(grid almanac.Series, t time.Time) *string {
 	if t.IsZero() {
 		return nil
 	}
@@ -203,8 +196,8 @@ func optionalTime(grid slot.Series, t time.Time) *string {
 // describeRange names the series, the zone its local times are read in,
 // and the range as read: "billing P1D (Europe/Berlin) in
 // [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00)".
-func describeRange(grid slot.Series, from, to time.Time) string {
-	return fmt.Sprintf("%s %s (%s) in [%s, %s)", slot.PrintableName(grid.Name()), grid.Interval(), grid.Location(), formatIn(grid, from), formatIn(grid, to))
+func describeRange(grid almanac.Series, from, to time.Time) string {
+	return fmt.Sprintf("%s %s (%s) in [%s, %s)", almanac.PrintableName(grid.Name()), grid.Interval(), grid.Location(), formatIn(grid, from), formatIn(grid, to))
 }
 
 // heldJSON is the machine form of a slot left alone because it is held.
@@ -218,7 +211,7 @@ type heldJSON struct {
 	LeaseUntil *string `json:"lease_until,omitempty"`
 }
 
-func toHeldJSON(grid slot.Series, held []coverage.Held) []heldJSON {
+func toHeldJSON(grid almanac.Series, held []almanac.Held) []heldJSON {
 	out := make([]heldJSON, len(held))
 	for i, h := range held {
 		out[i] = heldJSON{
@@ -231,7 +224,7 @@ func toHeldJSON(grid slot.Series, held []coverage.Held) []heldJSON {
 
 // printHeld lists held slots as a table, after a line saying why they were
 // left alone.
-func printHeld(w io.Writer, grid slot.Series, held []coverage.Held) error {
+func printHeld(w io.Writer, grid almanac.Series, held []almanac.Held) error {
 	if len(held) == 0 {
 		return nil
 	}
@@ -256,7 +249,7 @@ func parseStates(text string) ([]string, error) {
 	var out []string
 	for _, s := range strings.Split(text, ",") {
 		s = strings.ToUpper(strings.TrimSpace(s))
-		if s != coverage.StatusComplete && s != coverage.StatusSkip {
+		if s != almanac.StatusComplete && s != almanac.StatusSkip {
 			return nil, usagef("--states %q: expected COMPLETE, SKIP or COMPLETE,SKIP", text)
 		}
 		out = append(out, s)

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/migrations"
 )
 
 // connectTimeout bounds each connection attempt when the URL sets none, so
@@ -34,7 +33,10 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		// The URL may hold a password: name where it came from, not its text.
 		return nil, usageError(fmt.Errorf("database URL from %s is malformed; expected e.g. postgres://user@localhost:5432/dbname", a.urlFrom))
 	}
-	pool, err := almanac.NewPool(ctx, a.databaseURL, almanac.PoolOptions{
+	// Connecting is bounded by the retry budget, like every database call.
+	connectCtx, cancel := context.WithTimeout(ctx, a.retryTimeout)
+	defer cancel()
+	pool, err := almanac.NewPool(connectCtx, a.databaseURL, almanac.PoolOptions{
 		MaxConns: max(2, a.poolSize), Pooler: a.pooler, ConnectTimeout: connectTimeout,
 	})
 	if err != nil {
@@ -45,17 +47,40 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// connectMigrated connects and checks the schema is migrated (exit 3 with
-// the command to run otherwise).
-func (a *app) connectMigrated(ctx context.Context) (*pgxpool.Pool, error) {
+// connectClient connects and returns the almanac Client every command
+// works through, with the global flags applied: schema, pooler, LISTEN
+// connection, retry budget, the actor recorded in the slots' history and
+// the log.
+func (a *app) connectClient(ctx context.Context) (*almanac.Client, error) {
+	if a.client != nil {
+		return a.client, nil
+	}
 	pool, err := a.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := migrations.Require(ctx, pool, a.schema); err != nil {
+	actor := a.actor
+	if actor == "" {
+		actor = a.operator()
+	}
+	a.client, err = almanac.New(pool, almanac.Options{
+		Schema: a.schema, Pooler: a.pooler, ListenURL: a.listenURL, RetryBudget: a.retryTimeout, Actor: actor,
+		Logger: a.logger(), Concurrency: a.concurrency, ShutdownTimeout: a.shutdownTimeout,
+	})
+	return a.client, err
+}
+
+// connectMigrated connects and checks the schema is migrated (exit 3 with
+// the command to run otherwise).
+func (a *app) connectMigrated(ctx context.Context) (*almanac.Client, error) {
+	c, err := a.connectClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.RequireMigrated(ctx); err != nil {
 		return nil, unavailableError(err)
 	}
-	return pool, nil
+	return c, nil
 }
 
 func describeTarget(cfg pgconn.Config) string {

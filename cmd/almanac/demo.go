@@ -17,12 +17,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/pgcluster"
 	"github.com/almanacdev/almanac/internal/progress"
 	"github.com/almanacdev/almanac/internal/sensor"
-	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
 // The demo's shape: a week of five-minute windows.
@@ -66,12 +63,12 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	fmt.Fprintf(out, "database  %s\nschema    %s\n\n", where, schema)
 	if !keep {
 		defer func() {
-			_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+sqlschema.Quote(schema)+" CASCADE")
+			_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 			fmt.Fprintf(out, "\n(schema %s dropped; run with --keep to look at it)\n", schema)
 		}()
 	}
 	began := time.Now()
-	client, err := almanac.New(pool, almanac.Options{Schema: schema})
+	client, err := almanac.New(pool, almanac.Options{Schema: schema, ChunkSize: 250})
 	if err != nil {
 		return err
 	}
@@ -87,7 +84,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	var readings int64
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+sqlschema.Quote(schema)+".sensor_reading").Scan(&readings); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".sensor_reading").Scan(&readings); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "1. %s synthetic readings from 3 sensors over the last %d days\n", thousands(readings), demoDays)
@@ -95,12 +92,8 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	cov, err := coverage.New(ctx, pool, series, coverage.Options{Schema: schema, ChunkSize: 250})
-	if err != nil {
-		return err
-	}
 	bar := progress.ForTerminal(a.stderr, "   materializing", !a.json)
-	res, err := cov.Materialize(ctx, from, to, coverage.MaterializeOptions{Progress: bar.Set})
+	res, err := client.Materialize(ctx, series, from, to, almanac.MaterializeOptions{Progress: bar.Set})
 	bar.Clear()
 	if err != nil {
 		return err
@@ -124,7 +117,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return report(ctx, tx, s)
 	}
 	chaos, err := runDemoWorkers(ctx, pool, schema, job, func() bool {
-		st, err := cov.Counts(ctx, from, to)
+		st, err := client.Counts(ctx, series, from, to)
 		return err == nil && st.Complete == res.Slots
 	})
 	if err != nil {
@@ -136,20 +129,20 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	// 3. Late data and a backfill.
 	lateFrom := to.Add(-6 * time.Hour).Truncate(time.Hour)
 	lateTo := lateFrom.Add(2 * time.Hour)
-	s := sqlschema.Quote(schema)
+	s := pgx.Identifier{schema}.Sanitize()
 	if _, err := pool.Exec(ctx, `INSERT INTO `+s+`.sensor_reading
 		SELECT t, 9, 42 FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 second', interval '20 seconds') t`,
 		lateFrom, lateTo); err != nil {
 		return err
 	}
 	reopenedAt := time.Now()
-	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, "late data from sensor 9")
+	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, almanac.ReopenOptions{Reason: "late data from sensor 9"})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "4. late data for %s to %s: re-opened %d windows", lateFrom.Format("Jan 2 15:04"), lateTo.Format("15:04"), reopened.Reopened)
 	if _, err := runDemoWorkers(ctx, pool, schema, job, func() bool {
-		st, err := cov.Counts(ctx, lateFrom, lateTo)
+		st, err := client.Counts(ctx, series, lateFrom, lateTo)
 		return err == nil && st.Complete == reopened.Reopened
 	}); err != nil {
 		return err
@@ -157,7 +150,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	fmt.Fprintf(out, ", recomputed in %d ms\n", time.Since(reopenedAt).Milliseconds())
 
 	// 4. Coverage and verification.
-	status, err := cov.Status(ctx, from, to)
+	status, err := client.Status(ctx, series, from, to)
 	if err != nil {
 		return err
 	}
@@ -293,7 +286,7 @@ func (a *app) demoDatabase(ctx context.Context) (*pgxpool.Pool, string, func(), 
 		if cfg.ConnConfig.ConnectTimeout == 0 {
 			cfg.ConnConfig.ConnectTimeout = 3 * time.Second
 		}
-		acquire.ConfigurePool(cfg)
+		almanac.ConfigurePool(cfg)
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err == nil {
 			if err = pool.Ping(ctx); err != nil {

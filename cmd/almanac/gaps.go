@@ -47,21 +47,21 @@ missing, for monitoring.
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, from, to, err := a.openRange(ctx, &rf, args[0])
+			c, grid, from, to, err := a.openRange(ctx, &rf, args[0])
 			if err != nil {
 				return err
 			}
-			grid := c.Series()
 			res := gapsResult{rangeJSON: toRangeJSON(grid, from, to), Gaps: []gapJSON{}}
 			res.Slots, _ = grid.Count(from, to)
-			for g, err := range c.Gaps(ctx, from, to) {
-				if err != nil {
-					return fmt.Errorf("gaps: %w", err)
-				}
+			gaps, err := c.Gaps(ctx, grid, from, to)
+			if err != nil {
+				return fmt.Errorf("gaps: %w", err)
+			}
+			for _, g := range gaps {
 				res.Gaps = append(res.Gaps, gapJSON{formatIn(grid, g.Start), formatIn(grid, g.End), g.Slots})
 				res.Missing += g.Slots
 			}
-			n, err := c.Counts(ctx, from, to)
+			n, err := c.Counts(ctx, grid, from, to)
 			if err != nil {
 				return fmt.Errorf("gaps: %w", err)
 			}

@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/almanacdev/almanac/coverage"
-	"github.com/almanacdev/almanac/slot"
+	"github.com/almanacdev/almanac"
 )
 
 // eventTime prints an event's time with milliseconds: a slot's events are
@@ -59,7 +58,7 @@ type pruneResult struct {
 	Pruned int64 `json:"pruned"`
 }
 
-func toHistoryResult(grid slot.Series, h coverage.History) historyResult {
+func toHistoryResult(grid almanac.Series, h almanac.History) historyResult {
 	exact := func(t time.Time) string { return t.In(grid.Location()).Format(time.RFC3339Nano) }
 	optional := func(t time.Time) *string {
 		if t.IsZero() {
@@ -124,11 +123,11 @@ older ones as they run, and --prune does it now.`,
 				if interval != "" {
 					return usagef("history --prune prunes every series; --interval %q does not apply", interval)
 				}
-				pool, err := a.connectMigrated(ctx)
+				c, err := a.connectMigrated(ctx)
 				if err != nil {
 					return err
 				}
-				n, err := coverage.PruneHistory(ctx, pool, coverage.PruneOptions{Schema: a.schema, DryRun: dryRun})
+				n, err := c.PruneHistory(ctx, almanac.PruneOptions{DryRun: dryRun})
 				if err != nil {
 					return err
 				}
@@ -146,18 +145,17 @@ older ones as they run, and --prune does it now.`,
 				return usagef("--dry-run applies to history --prune only")
 			}
 			name, text := args[0], args[1]
-			if err := slot.CheckName(name); err != nil {
+			if err := almanac.CheckName(name); err != nil {
 				return usageError(err)
 			}
 			iv, isSlot, err := parseSlotArg(text, interval)
 			if err != nil {
 				return err
 			}
-			c, err := a.openCoverage(ctx, name, iv)
+			c, grid, err := a.openSeries(ctx, name, iv)
 			if err != nil {
 				return err
 			}
-			grid := c.Series()
 			var at time.Time
 			if isSlot {
 				sl, err := grid.ParseSlot(text)
@@ -165,10 +163,10 @@ older ones as they run, and --prune does it now.`,
 					return usageError(err)
 				}
 				at = sl.Start
-			} else if at, err = slot.ParseTime(text, grid.Location()); err != nil {
+			} else if at, err = almanac.ParseTime(text, grid.Location()); err != nil {
 				return usageError(err)
 			}
-			h, err := c.History(ctx, at)
+			h, err := c.History(ctx, grid, at)
 			if err != nil {
 				return err
 			}
@@ -188,21 +186,21 @@ older ones as they run, and --prune does it now.`,
 // parseSlotArg checks the SLOT argument before anything connects and
 // returns the series' interval: --interval, or the one the slot's text
 // carries (both must then agree). isSlot tells a slot's text from a time.
-func parseSlotArg(text, interval string) (iv slot.Interval, isSlot bool, err error) {
-	var given *slot.Interval
+func parseSlotArg(text, interval string) (iv almanac.Interval, isSlot bool, err error) {
+	var given *almanac.Interval
 	if interval != "" {
-		v, err := slot.ParseInterval(interval)
+		v, err := almanac.ParseInterval(interval)
 		if err != nil {
 			return iv, false, usageError(fmt.Errorf("--interval: %w", err))
 		}
 		given = &v
 	}
 	start, rest, isSlot := strings.Cut(text, "/")
-	if _, err := slot.ParseTime(start, time.UTC); err != nil {
+	if _, err := almanac.ParseTime(start, time.UTC); err != nil {
 		return iv, false, usageError(fmt.Errorf("SLOT: %w; expected a slot such as 2026-03-01T00:00:00Z/PT5M or a time", err))
 	}
 	if isSlot && strings.HasPrefix(rest, "P") {
-		v, err := slot.ParseInterval(rest)
+		v, err := almanac.ParseInterval(rest)
 		if err != nil {
 			return iv, false, usageError(fmt.Errorf("SLOT %q: %w", text, err))
 		}
@@ -212,7 +210,7 @@ func parseSlotArg(text, interval string) (iv slot.Interval, isSlot bool, err err
 		return v, true, nil
 	}
 	if isSlot {
-		if _, err := slot.ParseTime(rest, nil); err != nil {
+		if _, err := almanac.ParseTime(rest, nil); err != nil {
 			return iv, false, usageError(fmt.Errorf("SLOT %q: end: %w", text, err))
 		}
 	}
@@ -222,7 +220,7 @@ func parseSlotArg(text, interval string) (iv slot.Interval, isSlot bool, err err
 	return *given, isSlot, nil
 }
 
-func (a *app) printHistory(grid slot.Series, h coverage.History) error {
+func (a *app) printHistory(grid almanac.Series, h almanac.History) error {
 	at := func(t time.Time) string { return t.In(grid.Location()).Format(eventTime) }
 	fmt.Fprintf(a.stdout, "slot  %s %s\n", grid.Name(), h.Slot)
 	if c := h.Current; c == nil {
@@ -234,11 +232,11 @@ func (a *app) printHistory(grid slot.Series, h coverage.History) error {
 		}
 		line := fmt.Sprintf("now   %s, generation %d, attempts %d, failures %d, fence %d", status, c.Generation, c.Attempts, c.FailCount, c.Fence)
 		switch {
-		case c.Status == coverage.StatusAcquired:
+		case c.Status == almanac.StatusAcquired:
 			line += ", leased by " + c.Owner + " until " + at(c.LeaseUntil)
 		case !c.NotBefore.IsZero():
 			line += ", in backoff until " + at(c.NotBefore)
-		case !c.CompletedAt.IsZero() && c.Status == coverage.StatusComplete:
+		case !c.CompletedAt.IsZero() && c.Status == almanac.StatusComplete:
 			line += ", completed " + at(c.CompletedAt)
 		}
 		fmt.Fprintln(a.stdout, line+"; created "+at(c.CreatedAt))

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac"
 )
 
 type materializeResult struct {
@@ -32,13 +32,12 @@ processes at once; each slot is inserted once.
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, from, to, err := a.openRange(ctx, &rf, args[0])
+			c, grid, from, to, err := a.openRange(ctx, &rf, args[0])
 			if err != nil {
 				return err
 			}
-			grid := c.Series()
 			bar, clear := a.progressBar("materialize")
-			res, err := c.Materialize(ctx, from, to, coverage.MaterializeOptions{DryRun: dryRun, Progress: bar})
+			res, err := c.Materialize(ctx, grid, from, to, almanac.MaterializeOptions{DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("materialize: %w", err)

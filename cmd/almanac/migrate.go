@@ -5,9 +5,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/almanacdev/almanac"
 	"github.com/spf13/cobra"
-
-	"github.com/almanacdev/almanac/migrations"
 )
 
 func (a *app) migrateCommand() *cobra.Command {
@@ -38,15 +37,15 @@ func (a *app) migrateUpCommand() *cobra.Command {
 		Short: "Apply every pending migration (safe to run repeatedly and concurrently)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := a.connect(cmd.Context())
+			c, err := a.connectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			applied, err := migrations.Up(cmd.Context(), pool, a.schema)
+			applied, err := c.MigrateUp(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
 			}
-			res := migrateResult{Schema: a.schema, Applied: applied, Version: migrations.Latest()}
+			res := migrateResult{Schema: a.schema, Applied: applied, Version: almanac.LatestMigration()}
 			if a.json {
 				return a.printJSON(res)
 			}
@@ -55,7 +54,7 @@ func (a *app) migrateUpCommand() *cobra.Command {
 				return nil
 			}
 			for _, v := range applied {
-				fmt.Fprintf(a.stdout, "applied %s\n", migrationName(v))
+				fmt.Fprintf(a.stdout, "applied %s\n", almanac.MigrationName(v))
 			}
 			fmt.Fprintf(a.stdout, "schema %q is at version %d\n", a.schema, res.Version)
 			return nil
@@ -81,8 +80,8 @@ SQL it would run and changes nothing.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if to < 0 || to > migrations.Latest() {
-				return usagef("--to %d: expected a version from 0 to %d", to, migrations.Latest())
+			if to < 0 || to > almanac.LatestMigration() {
+				return usagef("--to %d: expected a version from 0 to %d", to, almanac.LatestMigration())
 			}
 			if yes && dryRun {
 				return usagef("give --yes or --dry-run, not both")
@@ -90,12 +89,12 @@ SQL it would run and changes nothing.`,
 			if !yes && !dryRun && !a.interactive() {
 				return usagef("migrate down drops almanac's tables in schema %q with every series and slot in them; pass --yes to confirm, or --dry-run to print the SQL it would run", a.schema)
 			}
-			pool, err := a.connect(ctx)
+			c, err := a.connectClient(ctx)
 			if err != nil {
 				return err
 			}
 			if dryRun || !yes {
-				plan, err := migrations.DownPlan(ctx, pool, a.schema, to)
+				plan, err := c.MigrateDownPlan(ctx, to)
 				if err != nil {
 					return fmt.Errorf("migrate down: %w", err)
 				}
@@ -119,11 +118,11 @@ SQL it would run and changes nothing.`,
 					what = fmt.Sprintf("the migrations after version %d", to)
 				}
 				if !a.confirm(fmt.Sprintf("migrate down undoes %s in schema %q, on %s: every series, slot and history row in them is deleted, and this cannot be undone. (--dry-run prints the SQL.)",
-					what, a.schema, describeTarget(pool.Config().ConnConfig.Config))) {
+					what, a.schema, describeTarget(a.pool.Config().ConnConfig.Config))) {
 					return problemError(fmt.Errorf("migrate down: not confirmed; nothing was changed"))
 				}
 			}
-			undone, err := migrations.Down(ctx, pool, a.schema, to)
+			undone, err := c.MigrateDown(ctx, to)
 			if err != nil {
 				return fmt.Errorf("migrate down: %w", err)
 			}
@@ -131,7 +130,7 @@ SQL it would run and changes nothing.`,
 				return a.printJSON(migrateResult{Schema: a.schema, Undone: undone, Version: to})
 			}
 			for _, v := range undone {
-				fmt.Fprintf(a.stdout, "undid %s\n", migrationName(v))
+				fmt.Fprintf(a.stdout, "undid %s\n", almanac.MigrationName(v))
 			}
 			if to == 0 {
 				fmt.Fprintf(a.stdout, "removed almanac from schema %q\n", a.schema)
@@ -175,7 +174,7 @@ almanac migrate grants --runtime app --migrator app_owner | psql "$ADMIN_DATABAS
 			if migrator == "" {
 				return usagef("--migrator is required, e.g. --migrator app_owner")
 			}
-			text, err := migrations.Grants(a.schema, runtime, migrator)
+			text, err := almanac.MigrationGrants(a.schema, runtime, migrator)
 			if err != nil {
 				return usageError(err)
 			}
@@ -201,11 +200,11 @@ func (a *app) migrateStatusCommand() *cobra.Command {
 		Short: "Show which migrations are applied",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := a.connect(cmd.Context())
+			c, err := a.connectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			states, err := migrations.Status(cmd.Context(), pool, a.schema)
+			states, err := c.Migrations(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("migrate status: %w", err)
 			}
@@ -244,7 +243,7 @@ func (a *app) migrateSQLCommand() *cobra.Command {
 		Short: "Print the migrations as plain SQL, for teams that apply them with their own tool",
 		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			text, err := migrations.SQL(a.schema)
+			text, err := almanac.MigrationSQL(a.schema)
 			if err != nil {
 				return usageError(err)
 			}
@@ -252,13 +251,4 @@ func (a *app) migrateSQLCommand() *cobra.Command {
 			return err
 		},
 	}
-}
-
-func migrationName(version int) string {
-	for _, m := range migrations.All() {
-		if m.Version == version {
-			return fmt.Sprintf("%03d_%s", m.Version, m.Name)
-		}
-	}
-	return fmt.Sprintf("%03d", version)
 }

@@ -5,8 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/almanacdev/almanac/coverage"
-	"github.com/almanacdev/almanac/slot"
+	"github.com/almanacdev/almanac"
 )
 
 type reopenResult struct {
@@ -45,16 +44,15 @@ notice: re-open them once they finish.
 			if err != nil {
 				return err
 			}
-			if err := slot.CheckReason(reason); err != nil {
+			if err := almanac.CheckReason(reason); err != nil {
 				return usageError(fmt.Errorf("--reason: %w", err))
 			}
-			c, from, to, err := a.openRange(ctx, &rf, args[0])
+			c, grid, from, to, err := a.openRange(ctx, &rf, args[0])
 			if err != nil {
 				return err
 			}
-			grid := c.Series()
 			bar, clear := a.progressBar("reopen")
-			res, err := c.Reopen(ctx, from, to, coverage.ReopenOptions{Reason: reason, States: which, Parked: parked, DryRun: dryRun, Progress: bar})
+			res, err := c.Reopen(ctx, grid, from, to, almanac.ReopenOptions{Reason: reason, States: which, Parked: parked, DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("reopen: %w", err)
@@ -76,7 +74,7 @@ notice: re-open them once they finish.
 		},
 	}
 	rf.register(cmd)
-	cmd.Flags().StringVar(&reason, "reason", coverage.DefaultReopenReason, "why, stored in the slots' message (at most 1 KiB of UTF-8, no control characters but tab and newline)")
+	cmd.Flags().StringVar(&reason, "reason", almanac.DefaultReopenReason, "why, stored in the slots' message (at most 1 KiB of UTF-8, no control characters but tab and newline)")
 	cmd.Flags().StringVar(&states, "states", "COMPLETE,SKIP", "which finished states to reopen: COMPLETE, SKIP or both")
 	cmd.Flags().BoolVar(&parked, "parked", false, "also reopen parked slots (they gave up after their maximum attempts)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be reopened; change nothing")

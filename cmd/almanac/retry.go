@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac"
 )
 
 type retryResult struct {
@@ -32,13 +32,12 @@ recorded in its history with --actor (see history).
 		Args:    exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, from, to, err := a.openRange(ctx, &rf, args[0])
+			c, grid, from, to, err := a.openRange(ctx, &rf, args[0])
 			if err != nil {
 				return err
 			}
-			grid := c.Series()
 			bar, clear := a.progressBar("retry")
-			res, err := c.Retry(ctx, from, to, coverage.RetryOptions{DryRun: dryRun, Progress: bar})
+			res, err := c.Retry(ctx, grid, from, to, almanac.RetryOptions{DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("retry: %w", err)

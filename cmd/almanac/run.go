@@ -1,20 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/almanacdev/almanac"
 	"github.com/spf13/cobra"
-
-	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/seriesdb"
-	"github.com/almanacdev/almanac/scheduler"
-	"github.com/almanacdev/almanac/slot"
 )
 
 type runFlags struct {
@@ -106,7 +100,7 @@ failed, is parked, or was still running elsewhere when a signal stopped it.`,
 	fl.StringVar(&f.leaseTTL, "lease-ttl", "30s", "lease length; heartbeats renew it every third of it")
 	fl.StringVar(&f.grace, "grace", "10s", "time between SIGTERM and SIGKILL when stopping a command")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "park a slot after this many failures (0: never)")
-	fl.IntVar(&f.skipExit, "skip-exit-code", scheduler.DefaultSkipExitCode, "exit status with which the command marks its slot SKIP")
+	fl.IntVar(&f.skipExit, "skip-exit-code", almanac.DefaultSkipExitCode, "exit status with which the command marks its slot SKIP")
 	fl.StringArrayVar(&f.env, "env", nil, "NAME: pass this variable of almanac's environment to the command; NAME=value: set it (repeatable)")
 	fl.BoolVar(&f.envAll, "env-all", false, "pass almanac's whole environment to the command, except the database URL and PG* variables not named with --env")
 	fl.BoolVar(&f.once, "once", false, "run what is due, then exit: 0 if nothing failed, 1 otherwise")
@@ -117,7 +111,7 @@ failed, is parked, or was still running elsewhere when a signal stopped it.`,
 // Calendar parts are refused: their length depends on the date.
 func parseDuration(flag, text string) (time.Duration, error) {
 	if strings.HasPrefix(text, "P") || strings.HasPrefix(text, "-P") {
-		iv, err := slot.ParseInterval(text)
+		iv, err := almanac.ParseInterval(text)
 		if err != nil {
 			return 0, usageError(fmt.Errorf("--%s: %w", flag, err))
 		}
@@ -136,13 +130,13 @@ func parseDuration(flag, text string) (time.Duration, error) {
 func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, args []string) error {
 	ctx := cmd.Context()
 	// Everything the command line says is checked before anything is written.
-	if err := slot.CheckName(name); err != nil {
+	if err := almanac.CheckName(name); err != nil {
 		return usageError(err)
 	}
 	if f.interval == "" {
 		return usagef("--interval is required, e.g. --interval PT5M")
 	}
-	iv, err := slot.ParseInterval(f.interval)
+	iv, err := almanac.ParseInterval(f.interval)
 	if err != nil {
 		return usageError(fmt.Errorf("--interval: %w", err))
 	}
@@ -165,7 +159,7 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	// that ignores SIGTERM may outlive the lease: keep --grace below half
 	// of --lease-ttl, less a second.)
 	stopBefore := min(grace+time.Second, leaseTTL/2-time.Millisecond)
-	catchUp, err := scheduler.ParseCatchUp(f.catchUp)
+	catchUp, err := almanac.ParseCatchUp(f.catchUp)
 	if err != nil {
 		return usageError(fmt.Errorf("--catch-up: %w", err))
 	}
@@ -179,28 +173,28 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 		return usagef("--skip-exit-code %d: expected 1 to 255", f.skipExit)
 	}
 	if f.schedule != "" {
-		if err := scheduler.CheckSchedule(f.schedule); err != nil {
+		if err := almanac.CheckSchedule(f.schedule); err != nil {
 			return usageError(fmt.Errorf("--schedule: %w", err))
 		}
 	}
 	for flag, text := range map[string]string{"origin": f.origin, "from": f.from, "to": f.to} {
 		if text != "" {
-			if err := slot.CheckTime(text); err != nil {
+			if err := almanac.CheckTime(text); err != nil {
 				return usageError(fmt.Errorf("--%s: %w", flag, err))
 			}
 		}
 	}
 	if f.tz != "" {
-		if _, err := slot.LoadZone(f.tz); err != nil {
+		if _, err := almanac.LoadZone(f.tz); err != nil {
 			return usageError(fmt.Errorf("--tz: %w", err))
 		}
 	}
 	for _, e := range f.env {
-		if err := scheduler.CheckEnv(e); err != nil {
+		if err := almanac.CheckEnv(e); err != nil {
 			return usageError(fmt.Errorf("--env: %w", err))
 		}
 	}
-	command := scheduler.Command{
+	command := almanac.Command{
 		Path: program, Args: args, Env: f.env, EnvAll: f.envAll, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
 		Stdout: a.stdout, Stderr: a.stderr,
 	}
@@ -214,78 +208,76 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	// more serve the triggers and the batched completions. LISTEN has a
 	// connection of its own.
 	a.poolSize = int32(2*f.workers + 2)
-	pool, err := a.connectMigrated(ctx)
+	a.concurrency, a.shutdownTimeout, a.logs = f.workers, grace, true
+	c, err := a.connectMigrated(ctx)
 	if err != nil {
 		return err
 	}
-	grid, err := a.sidecarGrid(cmd, pool, name, iv, f)
+	grid, err := a.sidecarGrid(ctx, c, name, iv, f)
 	if err != nil {
 		return err
 	}
 	var start, end time.Time
 	if f.from != "" {
-		if start, err = slot.ParseTime(f.from, grid.Location()); err != nil {
+		if start, err = almanac.ParseTime(f.from, grid.Location()); err != nil {
 			return usageError(fmt.Errorf("--from: %w", err))
 		}
 	}
 	if f.to != "" {
-		if end, err = slot.ParseTime(f.to, grid.Location()); err != nil {
+		if end, err = almanac.ParseTime(f.to, grid.Location()); err != nil {
 			return usageError(fmt.Errorf("--to: %w", err))
 		}
 		if !start.IsZero() && end.Before(start) {
 			return usagef("--from %s is after --to %s: expected from <= to", f.from, f.to)
 		}
 		if !start.IsZero() {
-			// Every slot of the range must exist (end by slot.MaxTime).
+			// Every slot of the range must exist (end by slot.MaxTime()).
 			if _, err := grid.CheckRange(start, end, 0); err != nil {
 				return usageError(fmt.Errorf("--from and --to: %w", err))
 			}
 		}
 	}
 
-	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
-	if a.json {
-		logger = slog.New(slog.NewJSONHandler(a.stderr, nil))
-	}
-	var listen *pgx.ConnConfig
-	if a.listenURL != "" {
-		listen, _ = pgx.ParseConfig(a.listenURL) // checked with the global flags
-	}
-	s := scheduler.New(pool, scheduler.Options{
-		Schema: a.schema, Concurrency: f.workers, Logger: logger, ShutdownTimeout: grace, Listen: listen,
-	})
-	job := scheduler.Job{
-		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: scheduler.Lease,
+	job := almanac.Job{
+		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: almanac.ModeLease,
 		LeaseHandler: command.LeaseHandler(),
-		Queue:        acquire.Options{LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
+		LeaseTTL:     leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts,
 	}
-	if err := s.Add(job); err != nil {
+	if err := c.Register(job); err != nil {
 		return usageError(err)
 	}
+	logger := a.logger()
 	logger.Info("almanac: sidecar starting", "series", name, "interval", iv.String(), "workers", f.workers,
 		"timeout", timeout, "once", f.once, "command", program)
 	defer logger.Info("almanac: sidecar stopped", "series", name, "interval", iv.String())
 	if f.once {
-		_, err := s.RunOnce(ctx)
-		if errors.Is(err, scheduler.ErrIncomplete) {
+		_, err := c.Drain(ctx)
+		if errors.Is(err, almanac.ErrIncomplete) {
 			return problemError(err)
 		}
 		return err
 	}
-	return s.Run(ctx)
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	// A graceful stop: running commands get --grace, then their slots are
+	// released for another process.
+	return c.Stop(context.WithoutCancel(ctx))
 }
 
 // sidecarGrid returns the series grid: the registered one when --tz and
 // --origin are not given, else the one the flags describe. A series
 // registered with another zone or origin is refused. Nothing is written:
-// the scheduler registers a new series when it starts.
-func (a *app) sidecarGrid(cmd *cobra.Command, pool *pgxpool.Pool, name string, iv slot.Interval, f runFlags) (slot.Series, error) {
-	def, err := seriesdb.Get(cmd.Context(), pool, a.schema, name, iv)
+// the client registers a new series when it starts.
+func (a *app) sidecarGrid(ctx context.Context, c *almanac.Client, name string, iv almanac.Interval, f runFlags) (almanac.Series, error) {
+	info, err := c.LookupSeries(ctx, name, iv.String())
+	def := info.Series
 	if err == nil && f.tz == "" && f.origin == "" {
-		return def.Grid, nil
+		return def, nil
 	}
-	if err != nil && !errors.Is(err, seriesdb.ErrNotFound) {
-		return slot.Series{}, err
+	if err != nil && !errors.Is(err, almanac.ErrUnknownSeries) {
+		return almanac.Series{}, err
 	}
 	tz := f.tz
 	if tz == "" {
@@ -293,11 +285,11 @@ func (a *app) sidecarGrid(cmd *cobra.Command, pool *pgxpool.Pool, name string, i
 	}
 	grid, gerr := parseGrid(name, f.interval, tz, f.origin)
 	if gerr != nil {
-		return slot.Series{}, gerr
+		return almanac.Series{}, gerr
 	}
-	if err == nil && (def.Grid.Location().String() != grid.Location().String() || !def.Grid.Origin().Equal(grid.Origin())) {
-		return slot.Series{}, usageError(fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
-			seriesdb.ErrConflict, name, iv, def.Grid.Location(), slot.FormatTime(def.Grid.Origin()), grid.Location(), slot.FormatTime(grid.Origin())))
+	if err == nil && (def.Location().String() != grid.Location().String() || !def.Origin().Equal(grid.Origin())) {
+		return almanac.Series{}, usageError(fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
+			almanac.ErrSeriesConflict, name, iv, def.Location(), almanac.FormatTime(def.Origin()), grid.Location(), almanac.FormatTime(grid.Origin())))
 	}
 	return grid, nil
 }

@@ -1,158 +1,19 @@
+//go:build unix
+
 package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/almanacdev/almanac/internal/pgtest"
-	"github.com/almanacdev/almanac/internal/sqlschema"
 )
-
-// buildAlmanac builds the CLI into a temporary directory.
-func buildAlmanac(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "almanac")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
-	return bin
-}
-
-// process is a running almanac.
-type process struct {
-	cmd            *exec.Cmd
-	stdout, stderr *bytes.Buffer // read them once the process is done
-	errW           *syncWriter
-	done           chan struct{}
-	err            error
-}
-
-// stderrSoFar returns what the running process wrote to stderr so far.
-func (p *process) stderrSoFar() string {
-	p.errW.mu.Lock()
-	defer p.errW.mu.Unlock()
-	return p.stderr.String()
-}
-
-func start(t *testing.T, bin string, args ...string) *process {
-	t.Helper()
-	return startEnv(t, []string{"DATABASE_URL=" + pgtest.URL(t)}, bin, args...)
-}
-
-// startEnv starts bin with this process's environment and env.
-func startEnv(t *testing.T, env []string, bin string, args ...string) *process {
-	t.Helper()
-	return startIn(t, "", env, bin, args...)
-}
-
-// startIn starts bin in dir (empty: the current directory) with this
-// process's environment and env.
-func startIn(t *testing.T, dir string, env []string, bin string, args ...string) *process {
-	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), env...)
-	p.errW = &syncWriter{w: p.stderr}
-	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: p.stdout}, p.errW
-	require.NoError(t, p.cmd.Start())
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *process) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		t.Fatalf("almanac did not exit within %s; stderr:\n%s", timeout, p.stderr)
-	}
-	var exitErr *exec.ExitError
-	if errors.As(p.err, &exitErr) {
-		return exitErr.ExitCode()
-	}
-	require.NoError(t, p.err)
-	return 0
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-func migrated(t *testing.T) string {
-	schema := freshSchema(t, "cli_run_")
-	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
-	return schema
-}
-
-func dbCount(t *testing.T, schema, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), sqlschema.Render(sql, schema), args...).Scan(&n))
-	return n
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// readPIDs waits until the file at path holds a whole line (a shell's
-// "echo ... > file" creates the file before it writes it) and returns the
-// pids on it.
-func readPIDs(t *testing.T, path string) []int {
-	t.Helper()
-	var line string
-	waitFor(t, "a line in "+path, 20*time.Second, func() bool {
-		raw, err := os.ReadFile(path)
-		line = string(raw)
-		return err == nil && strings.HasSuffix(line, "\n")
-	})
-	var pids []int
-	for _, f := range strings.Fields(line) {
-		pid, err := strconv.Atoi(f)
-		require.NoError(t, err, "%q", line)
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-func script(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "job.sh")
-	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755))
-	return path
-}
 
 // TestRunOnceThreeProcesses: three `almanac run --once` over the same 200
 // slots: every slot COMPLETE, every slot's command ran exactly once.

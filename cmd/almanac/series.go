@@ -6,10 +6,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/almanacdev/almanac"
 	"github.com/spf13/cobra"
-
-	"github.com/almanacdev/almanac/internal/seriesdb"
-	"github.com/almanacdev/almanac/slot"
 )
 
 func (a *app) seriesCommand() *cobra.Command {
@@ -33,10 +31,10 @@ type seriesJSON struct {
 	Created   *bool     `json:"created,omitempty"`
 }
 
-func toSeriesJSON(d seriesdb.Definition) seriesJSON {
+func toSeriesJSON(d almanac.SeriesInfo) seriesJSON {
 	return seriesJSON{
-		Name: d.Grid.Name(), Interval: d.Grid.Interval().String(), TimeZone: d.Grid.Location().String(),
-		Origin: slot.FormatTime(d.Grid.Origin()), CreatedAt: d.CreatedAt,
+		Name: d.Series.Name(), Interval: d.Series.Interval().String(), TimeZone: d.Series.Location().String(),
+		Origin: almanac.FormatTime(d.Series.Origin()), CreatedAt: d.CreatedAt,
 	}
 }
 
@@ -64,12 +62,12 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 			if err != nil {
 				return err
 			}
-			pool, err := a.connectMigrated(cmd.Context())
+			c, err := a.connectMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
-			def, created, err := seriesdb.Add(cmd.Context(), pool, a.schema, grid)
-			if errors.Is(err, seriesdb.ErrConflict) {
+			def, created, err := c.AddSeries(cmd.Context(), grid)
+			if errors.Is(err, almanac.ErrSeriesConflict) {
 				return usageError(err)
 			}
 			if err != nil {
@@ -84,8 +82,8 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 			if !created {
 				verb = "already registered"
 			}
-			g := def.Grid
-			fmt.Fprintf(a.stdout, "%s %s %s (%s, origin %s)\n", verb, slot.PrintableName(g.Name()), g.Interval(), g.Location(), slot.FormatTime(g.Origin()))
+			g := def.Series
+			fmt.Fprintf(a.stdout, "%s %s %s (%s, origin %s)\n", verb, almanac.PrintableName(g.Name()), g.Interval(), g.Location(), almanac.FormatTime(g.Origin()))
 			return nil
 		},
 	}
@@ -97,30 +95,29 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 
 // parseGrid validates a series given on the command line. Every error is a
 // usage error that names the bad value.
-func parseGrid(name, interval, tz, origin string) (slot.Series, error) {
-	if err := slot.CheckName(name); err != nil {
-		return slot.Series{}, usageError(err)
+func parseGrid(name, interval, tz, origin string) (almanac.Series, error) {
+	if err := almanac.CheckName(name); err != nil {
+		return almanac.Series{}, usageError(err)
 	}
 	if interval == "" {
-		return slot.Series{}, usagef("--interval is required, e.g. --interval PT5M")
+		return almanac.Series{}, usagef("--interval is required, e.g. --interval PT5M")
 	}
-	iv, err := slot.ParseInterval(interval)
-	if err != nil {
-		return slot.Series{}, usageError(fmt.Errorf("--interval: %w", err))
+	if _, err := almanac.ParseInterval(interval); err != nil {
+		return almanac.Series{}, usageError(fmt.Errorf("--interval: %w", err))
 	}
-	loc, err := slot.LoadZone(tz)
+	loc, err := almanac.LoadZone(tz)
 	if err != nil {
-		return slot.Series{}, usageError(fmt.Errorf("--tz: %w", err))
+		return almanac.Series{}, usageError(fmt.Errorf("--tz: %w", err))
 	}
 	var o time.Time
 	if origin != "" {
-		if o, err = slot.ParseTime(origin, loc); err != nil {
-			return slot.Series{}, usageError(fmt.Errorf("--origin: %w", err))
+		if o, err = almanac.ParseTime(origin, loc); err != nil {
+			return almanac.Series{}, usageError(fmt.Errorf("--origin: %w", err))
 		}
 	}
-	grid, err := slot.NewSeries(name, iv, loc, o)
+	grid, err := almanac.NewSeries(name, interval, almanac.SeriesOptions{TimeZone: tz, Origin: o})
 	if err != nil {
-		return slot.Series{}, usageError(err)
+		return almanac.Series{}, usageError(err)
 	}
 	return grid, nil
 }
@@ -131,11 +128,11 @@ func (a *app) seriesListCommand() *cobra.Command {
 		Short: "List registered series",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := a.connectMigrated(cmd.Context())
+			c, err := a.connectMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defs, err := seriesdb.List(cmd.Context(), pool, a.schema)
+			defs, err := c.ListSeries(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("series list: %w", err)
 			}
@@ -149,7 +146,7 @@ func (a *app) seriesListCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tINTERVAL\tTIME ZONE\tORIGIN")
 			for _, d := range defs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", slot.PrintableName(d.Grid.Name()), d.Grid.Interval(), d.Grid.Location(), slot.FormatTime(d.Grid.Origin()))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", almanac.PrintableName(d.Series.Name()), d.Series.Interval(), d.Series.Location(), almanac.FormatTime(d.Series.Origin()))
 			}
 			return tw.Flush()
 		},

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/almanacdev/almanac/coverage"
-	"github.com/almanacdev/almanac/slot"
+	"github.com/almanacdev/almanac"
 )
 
 type skipResult struct {
@@ -53,7 +52,7 @@ offset, then the interval or the end).
 			if strings.TrimSpace(reason) == "" {
 				return usagef("--reason is required, e.g. --reason holiday")
 			}
-			if err := slot.CheckReason(reason); err != nil {
+			if err := almanac.CheckReason(reason); err != nil {
 				return usageError(fmt.Errorf("--reason: %w", err))
 			}
 			if slotText != "" {
@@ -61,11 +60,10 @@ offset, then the interval or the end).
 					return err
 				}
 			}
-			c, err := a.openCoverage(ctx, args[0], iv)
+			c, grid, err := a.openSeries(ctx, args[0], iv)
 			if err != nil {
 				return err
 			}
-			grid := c.Series()
 			var from, to time.Time
 			if slotText != "" {
 				sl, err := grid.ParseSlot(slotText)
@@ -77,7 +75,7 @@ offset, then the interval or the end).
 				return err
 			}
 			bar, clear := a.progressBar("skip")
-			res, err := c.Skip(ctx, from, to, coverage.SkipOptions{Reason: reason, DryRun: dryRun, Progress: bar})
+			res, err := c.SkipRange(ctx, grid, from, to, almanac.SkipOptions{Reason: reason, DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("skip: %w", err)
@@ -110,14 +108,14 @@ func checkSlotSyntax(text string) error {
 	if !ok {
 		return usagef("--slot %q: expected <start>/<interval> such as 2026-03-01T00:00:00Z/PT5M", text)
 	}
-	if _, err := slot.ParseTime(start, nil); err != nil {
+	if _, err := almanac.ParseTime(start, nil); err != nil {
 		return usageError(fmt.Errorf("--slot %q: %w", text, err))
 	}
 	var err error
 	if strings.HasPrefix(rest, "P") {
-		_, err = slot.ParseInterval(rest)
+		_, err = almanac.ParseInterval(rest)
 	} else {
-		_, err = slot.ParseTime(rest, nil)
+		_, err = almanac.ParseTime(rest, nil)
 	}
 	if err != nil {
 		return usageError(fmt.Errorf("--slot %q: %w", text, err))

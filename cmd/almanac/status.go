@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/almanacdev/almanac/coverage"
-	"github.com/almanacdev/almanac/slot"
+	"github.com/almanacdev/almanac"
 )
 
 type statusResult struct {
@@ -43,7 +42,7 @@ type noteJSON struct {
 	At      string `json:"at"`
 }
 
-func toStatusResult(grid slot.Series, status coverage.Status, stored bool) statusResult {
+func toStatusResult(grid almanac.Series, status almanac.Status, stored bool) statusResult {
 	out := statusResult{
 		Name: grid.Name(), Interval: grid.Interval().String(), TimeZone: grid.Location().String(),
 		Slots: status.Slots, Complete: status.Complete, Skip: status.Skip, Available: status.Available, Backoff: status.Backoff,
@@ -86,11 +85,10 @@ is invisible to a read-only report.
 			if err != nil {
 				return err
 			}
-			c, err := a.openCoverage(ctx, args[0], iv)
+			c, grid, err := a.openSeries(ctx, args[0], iv)
 			if err != nil {
 				return err
 			}
-			grid := c.Series()
 			var from, to time.Time
 			stored := true
 			if rf.from != "" {
@@ -98,16 +96,16 @@ is invisible to a read-only report.
 					return err
 				}
 			} else {
-				if from, to, stored, err = c.Extent(ctx); err != nil {
+				if from, to, stored, err = c.Extent(ctx, grid); err != nil {
 					return fmt.Errorf("status: %w", err)
 				}
 				if err := rf.checkSize(grid, from, to); stored && err != nil {
 					return err
 				}
 			}
-			var st coverage.Status
+			var st almanac.Status
 			if stored {
-				if st, err = c.Status(ctx, from, to); err != nil {
+				if st, err = c.Status(ctx, grid, from, to); err != nil {
 					return fmt.Errorf("status: %w", err)
 				}
 			}
@@ -122,7 +120,7 @@ is invisible to a read-only report.
 	return cmd
 }
 
-func (a *app) printStatus(grid slot.Series, res statusResult) error {
+func (a *app) printStatus(grid almanac.Series, res statusResult) error {
 	orNone := func(s *string) string {
 		if s == nil {
 			return "-"
@@ -130,7 +128,7 @@ func (a *app) printStatus(grid slot.Series, res statusResult) error {
 		return *s
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "series\t%s %s (%s)\n", slot.PrintableName(res.Name), res.Interval, res.TimeZone)
+	fmt.Fprintf(tw, "series\t%s %s (%s)\n", almanac.PrintableName(res.Name), res.Interval, res.TimeZone)
 	if res.From == nil {
 		fmt.Fprintf(tw, "range\tno slots stored\n")
 	} else {

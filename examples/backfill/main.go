@@ -75,7 +75,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 	}
 	fmt.Fprintf(out, "late data: %d readings for [%s, %s)\n", tag.RowsAffected(), lateFrom.UTC().Format(time.RFC3339), lateTo.UTC().Format(time.RFC3339))
 
-	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, "late data from sensor 9")
+	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, almanac.ReopenOptions{Reason: "late data from sensor 9"})
 	if err != nil {
 		return err
 	}

@@ -100,17 +100,17 @@ func (p *poolerCase) library(t *testing.T) {
 		_, err := tx.Exec(ctx, `INSERT INTO `+effect+` VALUES ($1, $2, $3)`, s.Name, s.Slot.String(), s.Fence)
 		return err
 	}
-	modes := []scheduler.Mode{scheduler.Locked, scheduler.LockedBatch, scheduler.Lease}
+	modes := []almanac.Mode{almanac.ModeLocked, almanac.ModeLockedBatch, almanac.ModeLease}
 	var grids []almanac.Series
 	for _, mode := range modes {
 		grid, err := client.Series(ctx, "pooled_"+mode.String(), "PT1M", almanac.SeriesOptions{})
 		require.NoError(t, err)
 		grids = append(grids, grid)
-		res, err := client.Materialize(ctx, grid, rangeFrom, to)
+		res, err := client.Materialize(ctx, grid, rangeFrom, to, almanac.MaterializeOptions{})
 		require.NoError(t, err)
 		require.EqualValues(t, perSeries, res.Inserted)
 		job := almanac.Job{Series: grid, Start: rangeFrom, End: to, Mode: mode, Batch: 7, Handler: record}
-		if mode == scheduler.Lease {
+		if mode == almanac.ModeLease {
 			job.Handler = nil
 			job.LeaseHandler = func(ctx context.Context, l *acquire.Lease) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -249,7 +249,7 @@ func (p *poolerCase) wakeWith(t *testing.T, name string, flags []string, listens
 	require.NoError(t, err)
 	grid, err := client.Series(ctx, series, "PT1M", almanac.SeriesOptions{})
 	require.NoError(t, err)
-	res, err := client.Reopen(ctx, grid, rangeFrom, rangeFrom.Add(time.Minute), "topology test")
+	res, err := client.Reopen(ctx, grid, rangeFrom, rangeFrom.Add(time.Minute), almanac.ReopenOptions{Reason: "topology test"})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Reopened)
 

@@ -54,7 +54,7 @@ func newWorkload(t *testing.T, url, schema, series string, slots int) *workload 
 	require.NoError(t, w.client.Migrate(ctx))
 	w.grid, err = w.client.Series(ctx, series, "PT1M", almanac.SeriesOptions{})
 	require.NoError(t, err)
-	res, err := w.client.Materialize(ctx, w.grid, rangeFrom, w.to())
+	res, err := w.client.Materialize(ctx, w.grid, rangeFrom, w.to(), almanac.MaterializeOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, slots, res.Inserted)
 	return w
