@@ -99,7 +99,7 @@ func TestWithoutMain(t *testing.T) {
 		"Pool": func(tb testing.TB) { Pool(tb) },
 		"New":  func(tb testing.TB) { New(tb) },
 	} {
-		require.Contains(t, fatalOf(t, fn), "call pgtest.Main from TestMain", name)
+		require.Contains(t, fatalOf(t, fn), "call almanactest.Main (pgtest.Main in almanac's own packages) from TestMain", name)
 	}
 }
 
