@@ -157,6 +157,7 @@ func TestExplicitURL(t *testing.T) {
 // TestThrowaway takes the path a machine without a configured or running
 // server takes: it really starts a cluster.
 func TestThrowaway(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	began := time.Now()
 	d := discover(ctx, environment{
@@ -194,6 +195,7 @@ func TestThrowaway(t *testing.T) {
 }
 
 func TestReapOrphans(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	binDir, err := pgcluster.Find()
 	require.NoError(t, err)

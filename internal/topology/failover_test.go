@@ -16,16 +16,17 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/longtest"
 )
 
 // resumeBound is how soon after a failover (the new primary promoted) work
 // must resume.
 const resumeBound = 5 * time.Second
 
-// TestFailover works 360 slots with two sidecars (lease mode) and a library
-// worker (the Client, locked mode, its effect committed with the slot) on
-// a pg_auto_failover formation with synchronous replication, through its
-// multi-host URL (target_session_attrs=read-write), while the primary fails
+// TestFailover works 360 slots (180 unless ALMANAC_LONG_TESTS) with two
+// sidecars (lease mode) and a library worker (the Client, locked mode, its
+// effect committed with the slot) on a pg_auto_failover formation with
+// synchronous replication, through its multi-host URL (target_session_attrs=read-write), while the primary fails
 // over twice: no slot may be missed or run twice, and work must resume
 // within resumeBound of each failover.
 func TestFailover(t *testing.T) {
@@ -45,7 +46,7 @@ func TestFailover(t *testing.T) {
 		}
 	})
 
-	const slots = 360
+	slots := longtest.Pick(180, 360)
 	url := f.URL("postgres")
 	w := newWorkload(t, url, "almanac_failover", "report", slots)
 	ctx := context.Background()
