@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +21,7 @@ import (
 	"github.com/almanacdev/almanac/migrations"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(cliTests{m}) }
 
 type result struct {
 	code           int
@@ -52,7 +52,7 @@ func requireOK(t *testing.T, r result) {
 // the test whatever the test did to it.
 func freshSchema(t *testing.T, prefix string) string {
 	t.Helper()
-	name := prefix + fmt.Sprint(time.Now().UnixNano()%1e9)
+	name := prefix + fmt.Sprint(rand.Uint32()) // unique among parallel tests
 	pool := pgtest.Pool(t)
 	t.Cleanup(func() {
 		_, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sqlschema.Quote(name)+" CASCADE")
@@ -282,10 +282,7 @@ func TestUnavailableExitsThree(t *testing.T) {
 // TestBinaryExitCodes checks that the exit codes reach the shell from the
 // real binary, and that errors are single lines without stack traces.
 func TestBinaryExitCodes(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "almanac")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
+	bin := buildAlmanac(t)
 	for _, tt := range []struct {
 		args []string
 		env  string

@@ -20,6 +20,7 @@ import (
 // backends is terminated every 50–200 ms: each must still succeed (exit
 // 0), the faults absorbed by the retries, none reported.
 func TestCommandsUnderFaults(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	app := fmt.Sprintf("almanac-cli-fault-%d", rand.Uint32())
 	u, err := url.Parse(pgtest.URL(t))
 	require.NoError(t, err)
