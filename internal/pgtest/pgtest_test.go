@@ -157,7 +157,6 @@ func TestExplicitURL(t *testing.T) {
 // TestThrowaway takes the path a machine without a configured or running
 // server takes: it really starts a cluster.
 func TestThrowaway(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	began := time.Now()
 	d := discover(ctx, environment{
@@ -194,8 +193,9 @@ func TestThrowaway(t *testing.T) {
 	require.Nil(t, d2.cluster)
 }
 
+// TestReapOrphans is not parallel: its orphan, while initdb creates it,
+// would be reaped by any concurrent throwaway start in this process.
 func TestReapOrphans(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	binDir, err := pgcluster.Find()
 	require.NoError(t, err)
