@@ -97,6 +97,10 @@ func Schema(tb testing.TB) string {
 // the caller cleans up). If the test started the client, it is stopped when
 // the test ends, before its schema is dropped. Client fails the test if the
 // options are invalid or the migration fails.
+//
+// The pool is shared by all tests of the binary: tests that start clients
+// in parallel should keep Options.Concurrency small, or build their client
+// with almanac.New on a pool of their own (on URL).
 func Client(tb testing.TB, opts almanac.Options) *almanac.Client {
 	tb.Helper()
 	if opts.Schema == "" {
