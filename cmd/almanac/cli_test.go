@@ -140,6 +140,7 @@ func TestMigrateConcurrently(t *testing.T) {
 }
 
 func TestHostileSchemaNames(t *testing.T) {
+	t.Parallel() // its own schema
 	for _, prefix := range []string{`we"ird_`, `x; DROP TABLE slot; --`, `Space s'_`, `"; SELECT pg_sleep(10); --`} {
 		schema := freshSchema(t, prefix)
 		requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
@@ -282,6 +283,7 @@ func TestUnavailableExitsThree(t *testing.T) {
 // TestBinaryExitCodes checks that the exit codes reach the shell from the
 // real binary, and that errors are single lines without stack traces.
 func TestBinaryExitCodes(t *testing.T) {
+	t.Parallel() // its own processes
 	bin := buildAlmanac(t)
 	for _, tt := range []struct {
 		args []string
@@ -312,6 +314,7 @@ func TestBinaryExitCodes(t *testing.T) {
 // TestDemo runs `almanac demo` against the test database: it must end with
 // its verification line, and drop its schema.
 func TestDemo(t *testing.T) {
+	t.Parallel() // the demo makes and drops a schema of its own
 	r := cli(t, "demo")
 	requireOK(t, r)
 	require.Contains(t, r.stdout, "verified: 2,016 slots, 2,016 report rows, 0 duplicates, 24 re-opened windows recomputed once")
