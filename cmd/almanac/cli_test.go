@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -319,8 +320,12 @@ func TestDemo(t *testing.T) {
 	requireOK(t, r)
 	require.Contains(t, r.stdout, "verified: 2,016 slots, 2,016 report rows, 0 duplicates, 24 re-opened windows recomputed once")
 	require.Contains(t, r.stdout, "gaps        none")
+	// Its own schema, named in its output: other runs (other test binaries
+	// on the same server) may have demo schemas of their own meanwhile.
+	m := regexp.MustCompile(`(?m)^schema +(almanac_demo_\w+)$`).FindStringSubmatch(r.stdout)
+	require.NotNil(t, m, "the demo names its schema:\n%s", r.stdout)
 	var left int
 	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(),
-		`SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'almanac\_demo\_%'`).Scan(&left))
+		`SELECT count(*) FROM pg_namespace WHERE nspname = $1`, m[1]).Scan(&left))
 	require.Zero(t, left, "the demo drops its schema")
 }
