@@ -1,13 +1,18 @@
 module github.com/almanacdev/almanac
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/sosodev/duration v1.4.0
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/metric v1.47.0
+	go.opentelemetry.io/otel/trace v1.47.0
 )
+
+require github.com/cespare/xxhash/v2 v2.3.0 // indirect
 
 require (
 	github.com/google/uuid v1.6.0
@@ -18,8 +23,8 @@ require (
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/pflag v1.0.9 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.38.0
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.37.0
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
