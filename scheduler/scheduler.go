@@ -302,6 +302,7 @@ func (s *Scheduler) materialize(ctx context.Context, j *job, from, now time.Time
 			return fmt.Errorf("scheduler: %s: catch-up: %w", j.Series.Name(), err)
 		}
 		if res.Inserted > 0 {
+			s.tel.Skipped.Add(ctx, res.Inserted, j.attrs)
 			s.opts.Logger.Info("almanac: skipped missed slots", "series", j.Series.Name(), "interval", j.Series.Interval().String(),
 				"slots", res.Inserted, "policy", j.CatchUp.String())
 		}

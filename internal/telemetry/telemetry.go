@@ -36,6 +36,7 @@ const (
 	SlotsParked     = "almanac.slots.parked"
 	SlotsSkipped    = "almanac.slots.skipped"
 	SlotsReopened   = "almanac.slots.reopened"
+	SlotsRetried    = "almanac.slots.retried"
 	HandlerDuration = "almanac.handler.duration"
 	ClaimDuration   = "almanac.claim.duration"
 	Lateness        = "almanac.slot.lateness"
@@ -51,7 +52,7 @@ type Instruments struct {
 	Meter  metric.Meter
 	Tracer trace.Tracer
 
-	Completed, Failed, Parked, Skipped, Reopened metric.Int64Counter
+	Completed, Failed, Parked, Skipped, Reopened, Retried metric.Int64Counter
 	// HandlerDuration is the handler's running time; ClaimDuration the time
 	// from a worker looking for work to its first handler starting (the
 	// acquisition statement and any wait for a connection); Lateness the
@@ -100,15 +101,10 @@ func New(mp metric.MeterProvider, tp trace.TracerProvider) *Instruments {
 		Failed:    counter(SlotsFailed, "Handler failures recorded (the slot is retried after a backoff)."),
 		Parked:    counter(SlotsParked, "Slots parked: they failed for the last allowed time and wait for a retry by an operator."),
 		Skipped:   counter(SlotsSkipped, "Slots marked SKIP, by a handler or an operator."),
-		Reopened:  counter(SlotsReopened, "Finished slots re-opened for recomputation, or failed ones retried, by an operator."),
+		Reopened:  counter(SlotsReopened, "Finished slots re-opened for recomputation by an operator."),
+		Retried:   counter(SlotsRetried, "Failed or parked slots made acquirable now by an operator."),
 		HandlerDuration: histogram(HandlerDuration, "Running time of a slot's handler.", durationBuckets),
 		ClaimDuration:   histogram(ClaimDuration, "Time from a worker looking for work to its handler starting.", durationBuckets),
 		Lateness:        histogram(Lateness, "Time from a slot being due to its handler starting, on the worker's clock.", latenessBuckets),
 	}
-}
-
-// Series returns the measurement option of a series, to build once per
-// series and pass to every recording.
-func Series(name, interval string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(AttrSeries.String(name), AttrInterval.String(interval)))
 }
