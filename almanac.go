@@ -119,6 +119,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Every line below passes through redaction: an error may quote a
+	// connection URL.
+	opts.Logger = slog.New(redact.Handler(opts.Logger.Handler()))
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
 	}
@@ -156,7 +159,7 @@ func (c *Client) call(ctx context.Context) context.Context {
 // log.
 func (c *Client) logRetries(ctx context.Context) context.Context {
 	return retry.OnRetry(ctx, func(err error, attempt int, wait time.Duration) {
-		c.opts.Logger.WarnContext(ctx, "almanac: database fault; retrying", "error", redact.String(err.Error()), "attempt", attempt, "retry_in", wait)
+		c.opts.Logger.WarnContext(ctx, "almanac: database fault; retrying", "error", err, "attempt", attempt, "retry_in", wait)
 	})
 }
 
