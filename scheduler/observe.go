@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/telemetry"
 )
 
@@ -64,11 +66,16 @@ func (s *Scheduler) claimed(ctx context.Context, j *job, sl acquire.Slot, claimS
 			telemetry.AttrAttempt.Int(sl.Attempt), telemetry.AttrGen.Int64(sl.Generation)))
 }
 
-// endSpan ends a slot's span with the handler's error.
+// endSpan ends a slot's span with the handler's error; a skip or a snooze
+// is not one.
 func endSpan(span trace.Span, err error) {
-	if err != nil && span.IsRecording() {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+	var skip *acquire.SkipError
+	var snooze *acquire.SnoozeError
+	if err != nil && span.IsRecording() && !errors.As(err, &skip) && !errors.As(err, &snooze) {
+		// Spans leave the process too: the error's text is redacted.
+		msg := redact.String(err.Error())
+		span.RecordError(errors.New(msg))
+		span.SetStatus(codes.Error, msg)
 	}
 	span.End()
 }
