@@ -72,7 +72,7 @@ func TestObservability(t *testing.T) {
 	logs := &records{}
 	reader := sdkmetric.NewManualReader()
 	spans := tracetest.NewSpanRecorder()
-	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema, Logger: slog.New(logs), Actor: "oncall@host",
+	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema, Logger: slog.New(logs), Actor: "oncall@host", Concurrency: 1,
 		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
 	require.NoError(t, err)
@@ -80,6 +80,7 @@ func TestObservability(t *testing.T) {
 	require.NoError(t, err)
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	slot := func(i int) time.Time { return from.Add(time.Duration(i) * time.Minute) }
+	busy := int64(-1)
 	require.NoError(t, c.Register(almanac.Job{Series: series, Start: from, End: slot(6), MaxAttempts: 1,
 		Handler: func(_ context.Context, _ pgx.Tx, s almanac.Slot) error {
 			switch {
@@ -87,6 +88,8 @@ func TestObservability(t *testing.T) {
 				return errors.New("cannot reach postgres://app:" + secret + "@db.internal/prod")
 			case s.Start.Equal(slot(2)):
 				return almanac.Skip("holiday")
+			case s.Start.Equal(slot(3)):
+				busy = workersBusy(t, reader)
 			}
 			return nil
 		}}))
@@ -176,6 +179,7 @@ func TestObservability(t *testing.T) {
 	require.EqualValues(t, 6, counts["almanac.handler.duration"])
 	require.EqualValues(t, 6, counts["almanac.slot.lateness"])
 	require.NotZero(t, counts["almanac.claim.duration"])
+	require.EqualValues(t, 1, busy, "the gauge of busy workers, read while a handler ran")
 
 	// A span per handler run; the failures carry their (redacted) error.
 	ended := spans.Ended()
@@ -193,6 +197,20 @@ func TestObservability(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, failed)
+}
+
+// workersBusy collects the gauge of busy workers.
+func workersBusy(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == "almanac.workers.busy" {
+				return g.DataPoints[0].Value
+			}
+		}
+	}
+	return 0
 }
 
 // requireSeriesOnly checks a measurement carries the series' two labels and
