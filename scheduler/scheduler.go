@@ -115,7 +115,7 @@ type job struct {
 	owner, intervalText string
 	attrSet             attribute.Set
 	attrs               metric.MeasurementOption
-	covered   time.Time // end of what is materialized as far as this process knows
+	covered             time.Time // end of what is materialized as far as this process knows
 	// guarded by Scheduler.mu
 	hasWork bool
 	// wakes counts wake-ups, so a worker that found nothing clears hasWork

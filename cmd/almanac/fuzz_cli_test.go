@@ -221,7 +221,9 @@ var flagCases = []flagCase{
 		}
 		return nil
 	}, true},
-	{"run --http", func(v string) []string { return []string{"run", "x", "--interval", "PT5M", eq("http", v), "--", "true"} }, func(v string) error {
+	{"run --http", func(v string) []string {
+		return []string{"run", "x", "--interval", "PT5M", eq("http", v), "--", "true"}
+	}, func(v string) error {
 		if v == "" {
 			return nil
 		}

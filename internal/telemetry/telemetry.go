@@ -95,14 +95,14 @@ func New(mp metric.MeterProvider, tp trace.TracerProvider) *Instruments {
 		return h
 	}
 	return &Instruments{
-		Meter:     m,
-		Tracer:    tp.Tracer(Scope),
-		Completed: counter(SlotsCompleted, "Slots completed by a handler."),
-		Failed:    counter(SlotsFailed, "Handler failures recorded (the slot is retried after a backoff)."),
-		Parked:    counter(SlotsParked, "Slots parked: they failed for the last allowed time and wait for a retry by an operator."),
-		Skipped:   counter(SlotsSkipped, "Slots marked SKIP, by a handler or an operator."),
-		Reopened:  counter(SlotsReopened, "Finished slots re-opened for recomputation by an operator."),
-		Retried:   counter(SlotsRetried, "Failed or parked slots made acquirable now by an operator."),
+		Meter:           m,
+		Tracer:          tp.Tracer(Scope),
+		Completed:       counter(SlotsCompleted, "Slots completed by a handler."),
+		Failed:          counter(SlotsFailed, "Handler failures recorded (the slot is retried after a backoff)."),
+		Parked:          counter(SlotsParked, "Slots parked: they failed for the last allowed time and wait for a retry by an operator."),
+		Skipped:         counter(SlotsSkipped, "Slots marked SKIP, by a handler or an operator."),
+		Reopened:        counter(SlotsReopened, "Finished slots re-opened for recomputation by an operator."),
+		Retried:         counter(SlotsRetried, "Failed or parked slots made acquirable now by an operator."),
 		HandlerDuration: histogram(HandlerDuration, "Running time of a slot's handler.", durationBuckets),
 		ClaimDuration:   histogram(ClaimDuration, "Time from a worker looking for work to its handler starting.", durationBuckets),
 		Lateness:        histogram(Lateness, "Time from a slot being due to its handler starting, on the worker's clock.", latenessBuckets),
