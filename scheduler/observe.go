@@ -48,36 +48,54 @@ func (j *job) slotArgs(sl acquire.Slot, extra ...any) []any {
 // claimed is called as a handler is about to start on sl: it records the
 // claim latency (for the first slot of a unit of work, from claimStart) and
 // the lateness, logs the claim (debug) or the takeover (warn), and starts
-// the slot's span, whose context the handler gets.
+// the slot's span, whose context the handler gets (none without a
+// TracerProvider).
 func (s *Scheduler) claimed(ctx context.Context, j *job, sl acquire.Slot, claimStart time.Time, first bool) (context.Context, trace.Span) {
 	now := time.Now()
 	if first {
-		s.tel.ClaimDuration.Record(ctx, now.Sub(claimStart).Seconds(), j.attrs)
+		s.tel.ClaimDuration.Record(ctx, now.Sub(claimStart).Seconds(), j.record...)
 	}
-	s.tel.Lateness.Record(ctx, max(0, now.Sub(sl.End.Add(j.Lag)).Seconds()), j.attrs)
+	s.tel.Lateness.Record(ctx, max(0, now.Sub(sl.End.Add(j.Lag)).Seconds()), j.record...)
 	if sl.TookOver {
 		s.opts.Logger.WarnContext(ctx, "almanac: took over a slot whose lease expired or was ejected", j.slotArgs(sl)...)
 	} else if s.opts.Logger.Enabled(ctx, slog.LevelDebug) {
 		s.opts.Logger.DebugContext(ctx, "almanac: claimed", j.slotArgs(sl)...)
 	}
-	return s.tel.Tracer.Start(ctx, "almanac.slot "+j.Series.Name(), trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(telemetry.AttrSeries.String(j.Series.Name()), telemetry.AttrInterval.String(j.intervalText),
+	if !s.tel.Tracing {
+		return ctx, nil
+	}
+	ctx, span := s.tel.Tracer.Start(ctx, j.spanName, consumer...)
+	if span.IsRecording() {
+		// Built only for a span that is kept: a no-op tracer costs nothing.
+		span.SetAttributes(telemetry.AttrSeries.String(j.Series.Name()), telemetry.AttrInterval.String(j.intervalText),
 			telemetry.AttrSlot.String(sl.Slot.String()), telemetry.AttrFence.Int64(sl.Fence),
-			telemetry.AttrAttempt.Int(sl.Attempt), telemetry.AttrGen.Int64(sl.Generation)))
+			telemetry.AttrAttempt.Int(sl.Attempt), telemetry.AttrGen.Int64(sl.Generation))
+	}
+	return ctx, span
 }
+
+// consumer is the kind of a slot's span: it processes work it was handed.
+var consumer = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 
 // endSpan ends a slot's span with the handler's error; a skip or a snooze
 // is not one.
 func endSpan(span trace.Span, err error) {
-	var skip *acquire.SkipError
-	var snooze *acquire.SnoozeError
-	if err != nil && span.IsRecording() && !errors.As(err, &skip) && !errors.As(err, &snooze) {
+	if span == nil {
+		return
+	}
+	if err != nil && span.IsRecording() && !isSkipOrSnooze(err) {
 		// Spans leave the process too: the error's text is redacted.
 		msg := redact.String(err.Error())
 		span.RecordError(errors.New(msg))
 		span.SetStatus(codes.Error, msg)
 	}
 	span.End()
+}
+
+func isSkipOrSnooze(err error) bool {
+	var skip *acquire.SkipError
+	var snooze *acquire.SnoozeError
+	return errors.As(err, &skip) || errors.As(err, &snooze)
 }
 
 // lockedHandler returns j's handler for one unit of locked-mode work that
@@ -99,24 +117,24 @@ func (s *Scheduler) record(j *job, res acquire.Result) {
 	level := slog.LevelInfo
 	switch res.Outcome {
 	case acquire.Completed:
-		s.tel.Completed.Add(ctx, 1, j.attrs)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.attrs)
+		s.tel.Completed.Add(ctx, 1, j.add...)
+		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelDebug
 	case acquire.Snoozed:
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.attrs)
+		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelDebug
 	case acquire.Skipped:
-		s.tel.Skipped.Add(ctx, 1, j.attrs)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.attrs)
+		s.tel.Skipped.Add(ctx, 1, j.add...)
+		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 	case acquire.Failed:
-		s.tel.Failed.Add(ctx, 1, j.attrs)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.attrs)
+		s.tel.Failed.Add(ctx, 1, j.add...)
+		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelWarn
 	case acquire.Parked:
 		// A parking is the last failure: both are counted.
-		s.tel.Failed.Add(ctx, 1, j.attrs)
-		s.tel.Parked.Add(ctx, 1, j.attrs)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.attrs)
+		s.tel.Failed.Add(ctx, 1, j.add...)
+		s.tel.Parked.Add(ctx, 1, j.add...)
+		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelWarn
 	}
 	if !s.opts.Logger.Enabled(ctx, level) {
@@ -162,9 +180,11 @@ func (s *Scheduler) observeWorkers() (stop func()) {
 }
 
 // seriesAttrs sets the job's metric attributes and owner text, once.
-func (j *job) seriesAttrs() {
+func (j *job) seriesAttrs(owner string) {
 	j.intervalText = j.Series.Interval().String()
 	j.attrSet = attribute.NewSet(telemetry.AttrSeries.String(j.Series.Name()), telemetry.AttrInterval.String(j.intervalText))
-	j.attrs = metric.WithAttributeSet(j.attrSet)
-	j.owner = j.queue.Owner().String()
+	attrs := metric.WithAttributeSet(j.attrSet)
+	j.add, j.record = []metric.AddOption{attrs}, []metric.RecordOption{attrs}
+	j.owner = owner
+	j.spanName = "almanac.slot " + j.Series.Name()
 }

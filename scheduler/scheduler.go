@@ -112,10 +112,13 @@ type job struct {
 	start     time.Time // first slot covered
 	// owner, intervalText and the attributes label the job's log lines and
 	// measurements; set once by prepare.
-	owner, intervalText string
-	attrSet             attribute.Set
-	attrs               metric.MeasurementOption
-	covered             time.Time // end of what is materialized as far as this process knows
+	owner, intervalText, spanName string
+	attrSet                       attribute.Set
+	// add and record are the options of every measurement, built once:
+	// a variadic call would allocate its slice per slot.
+	add     []metric.AddOption
+	record  []metric.RecordOption
+	covered time.Time // end of what is materialized as far as this process knows
 	// guarded by Scheduler.mu
 	hasWork bool
 	// wakes counts wake-ups, so a worker that found nothing clears hasWork
@@ -220,7 +223,7 @@ func (s *Scheduler) prepare(ctx context.Context) error {
 		if j.queue, err = acquire.New(ctx, s.pool, j.Series, qopts); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
-		j.seriesAttrs()
+		j.seriesAttrs(j.queue.Owner().String())
 		if j.cov, err = coverage.New(ctx, s.pool, j.Series, coverage.Options{Schema: s.opts.Schema}); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
@@ -302,7 +305,7 @@ func (s *Scheduler) materialize(ctx context.Context, j *job, from, now time.Time
 			return fmt.Errorf("scheduler: %s: catch-up: %w", j.Series.Name(), err)
 		}
 		if res.Inserted > 0 {
-			s.tel.Skipped.Add(ctx, res.Inserted, j.attrs)
+			s.tel.Skipped.Add(ctx, res.Inserted, j.add...)
 			s.opts.Logger.Info("almanac: skipped missed slots", "series", j.Series.Name(), "interval", j.Series.Interval().String(),
 				"slots", res.Inserted, "policy", j.CatchUp.String())
 		}

@@ -51,6 +51,9 @@ const (
 type Instruments struct {
 	Meter  metric.Meter
 	Tracer trace.Tracer
+	// Tracing is set when a TracerProvider was given: without one no span
+	// is started at all, not even a no-op one.
+	Tracing bool
 
 	Completed, Failed, Parked, Skipped, Reopened, Retried metric.Int64Counter
 	// HandlerDuration is the handler's running time; ClaimDuration the time
@@ -75,7 +78,8 @@ func New(mp metric.MeterProvider, tp trace.TracerProvider) *Instruments {
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
-	if tp == nil {
+	tracing := tp != nil
+	if !tracing {
 		tp = tracenoop.NewTracerProvider()
 	}
 	m := mp.Meter(Scope)
