@@ -101,6 +101,7 @@ func New(mp metric.MeterProvider, tp trace.TracerProvider) *Instruments {
 	return &Instruments{
 		Meter:           m,
 		Tracer:          tp.Tracer(Scope),
+		Tracing:         tracing,
 		Completed:       counter(SlotsCompleted, "Slots completed by a handler."),
 		Failed:          counter(SlotsFailed, "Handler failures recorded (the slot is retried after a backoff)."),
 		Parked:          counter(SlotsParked, "Slots parked: they failed for the last allowed time and wait for a retry by an operator."),
