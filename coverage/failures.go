@@ -94,10 +94,6 @@ func Failures(ctx context.Context, db DB, schema string, q FailuresQuery) ([]Fai
 	if q.Name != "" {
 		name = &q.Name
 	}
-	rows, err := db.Query(ctx, sqlschema.Render(failures, schema), name, from, to, q.Limit+1)
-	if err != nil {
-		return nil, false, err
-	}
 	zones := map[string]*time.Location{}
 	var out []Failure
 	var f Failure
@@ -105,35 +101,43 @@ func Failures(ctx context.Context, db DB, schema string, q FailuresQuery) ([]Fai
 	var start, end time.Time
 	var notBefore pgtype.Timestamptz
 	var message *string
-	_, err = pgx.ForEachRow(rows, []any{&f.Name, &ivText, &zone, &start, &end, &f.Attempts, &f.FailCount, &notBefore, &message, &f.At},
-		func() error {
-			loc, ok := zones[zone]
-			if !ok {
-				var err error
-				if loc, err = slot.LoadZone(zone); err != nil {
+	err := readOnly(ctx, db, func(tx pgx.Tx) error {
+		out = out[:0]
+		rows, err := tx.Query(ctx, sqlschema.Render(failures, schema), name, from, to, q.Limit+1)
+		if err != nil {
+			return err
+		}
+		_, err = pgx.ForEachRow(rows, []any{&f.Name, &ivText, &zone, &start, &end, &f.Attempts, &f.FailCount, &notBefore, &message, &f.At},
+			func() error {
+				loc, ok := zones[zone]
+				if !ok {
+					var err error
+					if loc, err = slot.LoadZone(zone); err != nil {
+						return err
+					}
+					zones[zone] = loc
+				}
+				iv, err := slot.ParseInterval(ivText)
+				if err != nil {
 					return err
 				}
-				zones[zone] = loc
-			}
-			iv, err := slot.ParseInterval(ivText)
-			if err != nil {
-				return err
-			}
-			g := f
-			g.Interval = ivText
-			g.Slot = slot.Slot{Start: start.In(loc), End: end.In(loc), Interval: iv}
-			g.Parked = notBefore.InfinityModifier == pgtype.Infinity
-			if notBefore.Valid && notBefore.InfinityModifier == pgtype.Finite {
-				g.RetryAt = notBefore.Time.In(loc)
-			}
-			g.Message = ""
-			if message != nil {
-				g.Message = safetext.Head(*message, MaxFailureMessage)
-			}
-			g.At = f.At.In(loc)
-			out = append(out, g)
-			return nil
-		})
+				g := f
+				g.Interval = ivText
+				g.Slot = slot.Slot{Start: start.In(loc), End: end.In(loc), Interval: iv}
+				g.Parked = notBefore.InfinityModifier == pgtype.Infinity
+				if notBefore.Valid && notBefore.InfinityModifier == pgtype.Finite {
+					g.RetryAt = notBefore.Time.In(loc)
+				}
+				g.Message = ""
+				if message != nil {
+					g.Message = safetext.Head(*message, MaxFailureMessage)
+				}
+				g.At = f.At.In(loc)
+				out = append(out, g)
+				return nil
+			})
+		return err
+	})
 	if err != nil {
 		return nil, false, err
 	}
