@@ -40,8 +40,10 @@ type Options struct {
 	// claim and lateness histograms, and gauges of open slots, the oldest
 	// open slot's age and busy workers, labelled by series (never by
 	// slot). The gauges of open slots run one bounded statement per
-	// collection. TracerProvider receives a span per handler run, carried
-	// by the handler's context. Default: no-op.
+	// collection, registered for the Client's lifetime: give a provider
+	// to one long-lived Client, not to one per request. TracerProvider
+	// receives a span per handler run, carried by the handler's context.
+	// Default: no-op.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
 	// Concurrency caps the workers of all jobs together. Default 10. In
