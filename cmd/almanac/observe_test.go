@@ -31,15 +31,15 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // metricSum adds up the samples of the metric name (all label sets) in a
-// Prometheus text exposition, and checks each carries the series label.
-func metricSum(t *testing.T, exposition, name string) float64 {
+// Prometheus text exposition, and checks each carries the label of series.
+func metricSum(t *testing.T, exposition, name, series string) float64 {
 	t.Helper()
 	sum, found := 0.0, false
 	for _, line := range strings.Split(exposition, "\n") {
 		if !strings.HasPrefix(line, name+"{") {
 			continue
 		}
-		require.Contains(t, line, `almanac_series="scraped"`, line)
+		require.Contains(t, line, `almanac_series="`+series+`"`, line)
 		require.NotContains(t, line, "slot=", "no metric is labelled by slot: %s", line)
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		require.NoError(t, err, line)
@@ -92,12 +92,12 @@ func TestOpsEndpoints(t *testing.T) {
 	open := dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE name = 'scraped' AND status IN ('AVAILABLE', 'ACQUIRED')`)
 	require.Equal(t, 6, complete)
 	require.Equal(t, 4, parked)
-	require.EqualValues(t, complete, metricSum(t, body, "almanac_slots_completed_total"))
-	require.EqualValues(t, parked, metricSum(t, body, "almanac_slots_parked_total"))
-	require.EqualValues(t, parked, metricSum(t, body, "almanac_slots_failed_total"))
-	require.EqualValues(t, open, metricSum(t, body, "almanac_slots_open"))
-	require.EqualValues(t, complete+parked, metricSum(t, body, "almanac_handler_duration_seconds_count"))
-	require.Greater(t, metricSum(t, body, "almanac_slots_oldest_open_age_seconds"), 0.0)
+	require.EqualValues(t, complete, metricSum(t, body, "almanac_slots_completed_total", "scraped"))
+	require.EqualValues(t, parked, metricSum(t, body, "almanac_slots_parked_total", "scraped"))
+	require.EqualValues(t, parked, metricSum(t, body, "almanac_slots_failed_total", "scraped"))
+	require.EqualValues(t, open, metricSum(t, body, "almanac_slots_open", "scraped"))
+	require.EqualValues(t, complete+parked, metricSum(t, body, "almanac_handler_duration_seconds_count", "scraped"))
+	require.Greater(t, metricSum(t, body, "almanac_slots_oldest_open_age_seconds", "scraped"), 0.0)
 
 	// A schema that is not migrated is not ready, and says why.
 	bare, err := almanac.New(pool, almanac.Options{Schema: freshSchema(t, "cli_bare_")})
