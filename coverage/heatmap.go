@@ -193,24 +193,22 @@ func (c *Client) buckets(from, to time.Time, total int64, max int) (string, int,
 	for _, u := range units {
 		// A unit no longer than the interval would show each slot in a
 		// bucket of its own at best: the slots themselves did not fit.
-		if u.nominal <= length && u.name != UnitYear {
+		if u.name != UnitYear && (u.nominal <= length || span/u.nominal+2 > time.Duration(max)) {
 			continue
 		}
-		step := 1
-		if u.name == UnitYear {
-			step = int(span/(365*24*time.Hour))/max + 1
-		} else if span/u.nominal+2 > time.Duration(max) {
-			continue
+		// Years always fit: in buckets of several when need be, found by
+		// doubling (the alignment on multiples of step can add a bucket).
+		for step := 1; ; step *= 2 {
+			out = out[:0]
+			for lo := from; lo.Before(to); {
+				hi := minTime(nextUnit(u.name, step, lo), to)
+				add(lo, hi)
+				lo = hi
+			}
+			if len(out) <= max {
+				return u.name, step, out
+			}
 		}
-		for lo := from; lo.Before(to); {
-			hi := minTime(nextUnit(u.name, step, lo), to)
-			add(lo, hi)
-			lo = hi
-		}
-		if len(out) <= max {
-			return u.name, step, out
-		}
-		out = out[:0]
 	}
 	panic("unreachable: year buckets always fit")
 }

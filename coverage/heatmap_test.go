@@ -73,3 +73,18 @@ func TestHeatmap(t *testing.T) {
 	_, err = f.c.FailedSlots(ctx, from, to, 0)
 	require.ErrorIs(t, err, slot.ErrInvalid)
 }
+
+// TestHeatmapYears checks that a range too long for years in max buckets
+// gets buckets of several years.
+func TestHeatmapYears(t *testing.T) {
+	f := newFixture(t, series(t, "hm", "P1D", "UTC", time.Time{}), Options{})
+	from, to := utc("2001-06-01T00:00:00Z"), utc("2031-01-01T00:00:00Z")
+	for _, max := range []int{1, 2, 3, 7, 40} {
+		h, err := f.c.Heatmap(context.Background(), from, to, max)
+		require.NoError(t, err)
+		require.Equal(t, UnitYear, h.Unit)
+		require.LessOrEqual(t, len(h.Buckets), max)
+		require.Equal(t, int64(10806), h.Total.Slots)
+		require.Equal(t, h.Total.Slots, h.Total.Missing)
+	}
+}
