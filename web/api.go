@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,6 +23,9 @@ type summary struct {
 	Interval string `json:"interval"`
 	Zone     string `json:"zone"`
 	Query    string `json:"query"` // series=…&interval=…, for links
+	// Href is the page's link to the series' calendar; html/template
+	// would escape the fragment's = and & otherwise.
+	Href template.URL `json:"-"`
 	Empty    bool   `json:"empty"`
 	From     string `json:"from,omitempty"`
 	To       string `json:"to,omitempty"`
@@ -44,6 +48,7 @@ func (s *server) summaries(r *http.Request) ([]summary, error) {
 		g := info.Series
 		sm := summary{Name: g.Name(), Shown: almanac.PrintableName(g.Name()), Interval: g.Interval().String(),
 			Zone: g.Location().String(), Query: seriesQuery(g)}
+		sm.Href = template.URL("#" + sm.Query) // built by url.Values.Encode: nothing to escape
 		from, to, ok, err := s.client.Extent(ctx, g)
 		if err != nil {
 			return nil, err

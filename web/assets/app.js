@@ -81,6 +81,7 @@
     const q = new URLSearchParams({ series, interval });
     if (p.get("from")) q.set("from", p.get("from"));
     if (p.get("to")) q.set("to", p.get("to"));
+    if (p.get("buckets")) q.set("buckets", p.get("buckets"));
     const t0 = performance.now();
     try {
       const [h, f] = await Promise.all([get("api/heatmap", q), get("api/failures", q)]);
