@@ -25,10 +25,10 @@ type summary struct {
 	Query    string `json:"query"` // series=…&interval=…, for links
 	// Href is the page's link to the series' calendar; html/template
 	// would escape the fragment's = and & otherwise.
-	Href template.URL `json:"-"`
-	Empty    bool   `json:"empty"`
-	From     string `json:"from,omitempty"`
-	To       string `json:"to,omitempty"`
+	Href  template.URL `json:"-"`
+	Empty bool         `json:"empty"`
+	From  string       `json:"from,omitempty"`
+	To    string       `json:"to,omitempty"`
 	counts
 	Covered       float64 `json:"covered"`
 	OldestOpen    string  `json:"oldestOpen,omitempty"`

@@ -43,7 +43,9 @@ func TestAPI(t *testing.T) {
 	require.Equal(t, "Sun 2026-03-29 (23 h, clocks go forward)", h.Rows[3].Label)
 	require.Len(t, h.Rows[3].Cells, 23)
 
-	var fs struct{ Failures []struct{ Slot, State, Message string } }
+	var fs struct {
+		Failures []struct{ Slot, State, Message string }
+	}
 	require.Equal(t, 200, getJSON(t, srv.URL+"/api/failures?series=orders&interval=PT1H", &fs))
 	require.Len(t, fs.Failures, 3)
 
