@@ -62,10 +62,9 @@ func (s *server) summaries(r *http.Request) ([]summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		sm.From, sm.To = almanac.FormatTime(from), almanac.FormatTime(to)
 		sm.counts = countsOf(h.Total)
 		sm.Covered = sm.counts.covered()
-		sm.OldestOpen, sm.LastCompleted = formatOptional(h.OldestOpen), formatOptional(h.LastCompleted)
+		sm.OldestOpen, sm.LastCompleted = human(h.OldestOpen), human(h.LastCompleted)
 		out = append(out, sm)
 	}
 	return out, nil
@@ -75,11 +74,18 @@ func seriesQuery(g almanac.Series) string {
 	return url.Values{"series": {g.Name()}, "interval": {g.Interval().String()}}.Encode()
 }
 
-func formatOptional(t time.Time) string {
-	if t.IsZero() {
+// human prints an instant for people, in its zone: to the minute, with
+// seconds when they are not zero, and the zone's abbreviation, which tells
+// the two 02:30 of a night when clocks go back apart. "" for zero.
+func human(t time.Time) string {
+	switch {
+	case t.IsZero():
 		return ""
+	case t.Second() == 0 && t.Nanosecond() == 0:
+		return t.Format("2006-01-02 15:04 MST")
+	default:
+		return t.Format("2006-01-02 15:04:05 MST")
 	}
-	return almanac.FormatTime(t)
 }
 
 // index renders the page: the series table on the server, the calendar by
@@ -163,6 +169,8 @@ type heatmap struct {
 	Zone          string  `json:"zone"`
 	From          string  `json:"from"`
 	To            string  `json:"to"`
+	FromText      string  `json:"fromText"`
+	ToText        string  `json:"toText"`
 	Unit          string  `json:"unit"`
 	Step          int     `json:"step"`
 	Rows          []row   `json:"rows"`
@@ -188,9 +196,9 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 		if h, err = s.client.Heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r)); err == nil {
 			out := heatmap{Series: t.series.Name(), Shown: almanac.PrintableName(t.series.Name()),
 				Interval: t.series.Interval().String(), Zone: t.series.Location().String(),
-				From: almanac.FormatTime(h.From), To: almanac.FormatTime(h.To), Unit: h.Unit, Step: h.Step,
+				From: almanac.FormatTime(h.From), To: almanac.FormatTime(h.To), FromText: human(h.From), ToText: human(h.To), Unit: h.Unit, Step: h.Step,
 				Rows: layout(h, t.series.Interval()), Total: countsOf(h.Total),
-				OldestOpen: formatOptional(h.OldestOpen), LastCompleted: formatOptional(h.LastCompleted),
+				OldestOpen: human(h.OldestOpen), LastCompleted: human(h.LastCompleted),
 				Whole: span{almanac.FormatTime(t.lo), almanac.FormatTime(t.hi)}}
 			out.Covered = out.Total.covered()
 			if a, b, ok := enclosing(h.From, h.To, t.lo, t.hi); ok {
@@ -216,7 +224,7 @@ func (s *server) buckets(r *http.Request) int {
 // failure is a failed slot as the page lists it.
 type failure struct {
 	Slot      string `json:"slot"`
-	End       string `json:"end"`
+	SlotText  string `json:"slotText"`
 	State     string `json:"state"`
 	Attempts  int    `json:"attempts"`
 	FailCount int    `json:"failCount"`
@@ -236,9 +244,9 @@ func (s *server) apiFailures(w http.ResponseWriter, r *http.Request) {
 				if f.Parked {
 					state = "parked"
 				}
-				out[i] = failure{Slot: almanac.FormatTime(f.Start), End: almanac.FormatTime(f.End), State: state,
-					Attempts: f.Attempts, FailCount: f.FailCount, Message: f.Message, At: almanac.FormatTime(f.At),
-					NotBefore: formatOptional(f.NotBefore)}
+				out[i] = failure{Slot: almanac.FormatTime(f.Start), SlotText: human(f.Start), State: state,
+					Attempts: f.Attempts, FailCount: f.FailCount, Message: f.Message, At: human(f.At),
+					NotBefore: human(f.NotBefore)}
 			}
 			writeJSON(w, map[string]any{"failures": out, "limit": maxFailures})
 			return
@@ -279,7 +287,7 @@ func (s *server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, msg)
 		return
 	}
-	out := map[string]any{"slot": almanac.FormatTime(h.Slot.Start), "end": almanac.FormatTime(h.Slot.End)}
+	out := map[string]any{"slot": human(h.Slot.Start), "end": human(h.Slot.End)}
 	if c := h.Current; c != nil {
 		state := map[string]string{almanac.StatusComplete: "complete", almanac.StatusSkip: "skipped", almanac.StatusAcquired: "in-flight"}[c.Status]
 		switch {
@@ -293,13 +301,13 @@ func (s *server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		out["current"] = map[string]any{"state": state, "status": c.Status, "generation": c.Generation,
 			"attempts": c.Attempts, "failCount": c.FailCount, "fence": c.Fence, "owner": c.Owner,
-			"leaseUntil": formatOptional(c.LeaseUntil), "notBefore": formatOptional(c.NotBefore),
-			"message": c.Message, "created": formatOptional(c.CreatedAt), "updated": formatOptional(c.UpdatedAt),
-			"completed": formatOptional(c.CompletedAt)}
+			"leaseUntil": human(c.LeaseUntil), "notBefore": human(c.NotBefore),
+			"message": c.Message, "created": human(c.CreatedAt), "updated": human(c.UpdatedAt),
+			"completed": human(c.CompletedAt)}
 	}
 	events := make([]event, len(h.Events))
 	for i, e := range h.Events {
-		events[i] = event{At: almanac.FormatTime(e.At), Event: e.Event, Generation: e.Generation, Owner: e.Owner,
+		events[i] = event{At: human(e.At), Event: e.Event, Generation: e.Generation, Owner: e.Owner,
 			Fence: e.Fence, Attempt: e.Attempt, Actor: e.Actor, Message: e.Message}
 	}
 	out["events"] = events

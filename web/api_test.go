@@ -40,7 +40,7 @@ func TestAPI(t *testing.T) {
 	require.Equal(t, map[string]int64{"slots": seedSlots, "complete": seedComplete, "skipped": seedSkipped, "open": seedOpen,
 		"inFlight": seedInFlight, "failed": seedFailed, "parked": seedParked, "missing": seedMissing}, h.Total)
 	require.Len(t, h.Rows, 7)
-	require.Equal(t, "Sun 2026-03-29 (23 h, clocks go forward)", h.Rows[3].Label)
+	require.Equal(t, "Sun 2026-03-29 (23 h)", h.Rows[3].Label)
 	require.Len(t, h.Rows[3].Cells, 23)
 
 	var fs struct {

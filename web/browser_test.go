@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/web"
 )
 
@@ -158,7 +160,7 @@ func TestBrowser(t *testing.T) {
 	p.eval(`[...document.querySelectorAll("#grid .row")].map(r => ({label: r.querySelector(".row-label").textContent,
 		cells: r.querySelectorAll(".cell").length, first: [...r.querySelectorAll(".cell")].map(c => c.textContent).join(" ")}))`, &rows)
 	require.Len(t, rows, 7)
-	require.Equal(t, "Sun 2026-03-29 (23 h, clocks go forward)", rows[3].Label)
+	require.Equal(t, "Sun 2026-03-29 (23 h)", rows[3].Label)
 	require.Equal(t, 23, rows[3].Cells)
 	require.Contains(t, rows[3].First, "01 03", "02:00 does not exist that night")
 	require.Equal(t, 24, rows[2].Cells)
@@ -183,6 +185,12 @@ func TestBrowser(t *testing.T) {
 	p.drawn(chromedp.Click(chromedp.CSS(`#failures-rows tr:has(.s-parked) a.history-link`)))
 	require.Equal(t, "parked", p.text("#history-state"))
 	require.Contains(t, p.text(`#history-rows tr[data-event="parked"]`), parkMessage)
+	// The picture for the docs: the whole series, the parked slot selected
+	// and its history open.
+	slot := strings.ReplaceAll(almanac.FormatTime(f.at(29, 10)), "+", "%2B")
+	p.drawn(chromedp.Navigate(srv.URL + "/" + f.hash(time.Time{}, time.Time{}) + "&slot=" + slot))
+	p.do(chromedp.Click(chromedp.CSS(`#grid .cell[data-state="parked"]`)))
+	require.Equal(t, "Sun 2026-03-29 10:00 CEST", p.text("#sel-range"))
 	p.screenshot("coverage-page.png")
 
 	// An operator logs in and re-opens six completed hours of the 28th.

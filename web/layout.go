@@ -121,7 +121,7 @@ func rowLabel(unit string, t time.Time) string {
 		hours := time.Date(y, m, d+1, 0, 0, 0, 0, t.Location()).Sub(lo)
 		label := t.Format("Mon 2006-01-02")
 		if hours != 24*time.Hour {
-			label += fmt.Sprintf(" (%s h, %s)", strconv.FormatFloat(hours.Hours(), 'f', -1, 64), dstWord(hours))
+			label += fmt.Sprintf(" (%s h)", strconv.FormatFloat(hours.Hours(), 'f', -1, 64))
 		}
 		return label
 	case almanac.UnitMonth:
@@ -133,19 +133,15 @@ func rowLabel(unit string, t time.Time) string {
 	}
 }
 
-func dstWord(day time.Duration) string {
-	if day < 24*time.Hour {
-		return "clocks go forward"
-	}
-	return "clocks go back"
-}
-
 // cellText returns a cell's short text and its label in words.
 func cellText(unit string, step int, b almanac.HeatmapBucket, iv almanac.Interval) (string, string) {
 	t := b.Start
 	switch unit {
 	case almanac.UnitSlot:
-		label := "slot " + almanac.FormatTime(b.Start) + " (" + iv.String() + ")"
+		label := b.Start.Format("Mon 2006-01-02 15:04 MST")
+		if b.Start.Second() != 0 {
+			label = b.Start.Format("Mon 2006-01-02 15:04:05 MST")
+		}
 		switch {
 		case iv.Months() > 0:
 			return t.Format("Jan"), label

@@ -52,7 +52,8 @@
     return c.slots + (c.slots === 1 ? " slot" : " slots") + (parts.length ? ": " + parts.join(", ") : "");
   }
 
-  function fillCounts(dl, c, extra) {
+  // fillCounts lists counts c in dl, the zero ones too unless terse.
+  function fillCounts(dl, c, extra, terse) {
     dl.replaceChildren();
     const add = (k, v, cls) => {
       const d = el("div", cls ? { "data-k": cls } : {});
@@ -60,7 +61,7 @@
       dl.append(d);
     };
     add("slots", c.slots, "slots");
-    for (const k of Object.keys(names)) add(names[k], c[k], k);
+    for (const k of Object.keys(names)) if (c[k] || !terse) add(names[k], c[k], k);
     for (const [k, v] of extra || []) add(k, v);
   }
 
@@ -110,7 +111,7 @@
     $("calendar").hidden = false;
     $("cal-title").textContent = "Coverage of " + h.shown + " (" + h.interval + ", " + h.zone + ")";
     const unit = h.unit === "slot" ? "one cell per slot" : "one cell per " + (h.step > 1 ? h.step + " years" : h.unit);
-    $("cal-range").textContent = h.from + " to " + h.to + " · " + unit;
+    $("cal-range").textContent = h.fromText + " to " + h.toText + " · " + unit;
     fillCounts($("totals"), h.total, [["covered", pct(h.covered)], ["oldest open", h.oldestOpen || "—"], ["last completion", h.lastCompleted || "—"]]);
     $("zoom-out").disabled = !h.up;
     $("zoom-whole").disabled = !h.up;
@@ -160,8 +161,8 @@
     const sum = { slots: 0 };
     for (const k of Object.keys(names)) sum[k] = 0;
     for (let j = lo; !none && j <= hi; j++) for (const k of Object.keys(sum)) sum[k] += cells[j][k];
-    $("sel-range").textContent = none ? "Select a cell." : cells[lo].from + " to " + cells[hi].to;
-    if (none) $("sel-counts").replaceChildren(); else fillCounts($("sel-counts"), sum);
+    $("sel-range").textContent = none ? "Select a cell." : lo === hi ? cells[lo].label : cells[lo].label + " to " + cells[hi].label + " (" + (hi - lo + 1) + " cells)";
+    if (none) $("sel-counts").replaceChildren(); else fillCounts($("sel-counts"), sum, [], true);
     $("sel-zoom").hidden = none || sum.slots <= 1 && lo === hi;
     $("sel-history").hidden = none || !(view.unit === "slot" && lo === hi);
     const loggedIn = actions && csrf !== "";
@@ -180,7 +181,7 @@
     for (const x of f.failures) {
       const tr = el("tr");
       const slot = el("td");
-      const a = el("a", { href: "#", class: "history-link", "data-slot": x.slot }, x.slot);
+      const a = el("a", { href: "#", class: "history-link", "data-slot": x.slot }, x.slotText);
       a.addEventListener("click", (e) => { e.preventDefault(); go({ slot: x.slot }); });
       slot.append(a);
       const state = el("td");
