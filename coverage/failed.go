@@ -38,7 +38,7 @@ const MaxFailedSlots = 1000
 // failedSQL lists the failed slots of [$3, $4), latest failure first. The
 // partial index on AVAILABLE slots finds them without reading the finished
 // ones.
-const failedSQL = `SELECT s.slot_start, s.slot_end, s.not_before = 'infinity', s.attempts, s.fail_count,
+const failedSQL = `SELECT s.slot_start, s.slot_end, s.not_before IS NOT DISTINCT FROM 'infinity', s.attempts, s.fail_count,
 	coalesce(s.message, ''), s.not_before, s.updated_at
 FROM {{schema}}.slot s
 WHERE ` + inRange + ` AND s.status = 'AVAILABLE' AND s.fail_count > 0

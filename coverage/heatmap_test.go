@@ -58,9 +58,14 @@ func TestHeatmap(t *testing.T) {
 	require.Equal(t, day(28), h.Buckets[0].Start)
 	require.Equal(t, time.Date(2026, 4, 1, 0, 0, 0, 0, berlin), h.Buckets[0].End)
 
+	// A failed slot due for its retry now has no not_before.
+	f.exec(`UPDATE {{schema}}.slot SET fail_count = 2, not_before = NULL, message = 'timeout', updated_at = now() - interval '1 day' WHERE slot_start = $1`, at(30, 1))
 	fs, err := f.c.FailedSlots(ctx, from, to, 10)
 	require.NoError(t, err)
-	require.Len(t, fs, 2)
+	require.Len(t, fs, 3)
+	require.Equal(t, "timeout", fs[2].Message)
+	require.False(t, fs[2].Parked)
+	require.True(t, fs[2].NotBefore.IsZero())
 	require.True(t, fs[0].Parked)
 	require.Equal(t, "bad input", fs[0].Message)
 	require.Equal(t, at(29, 5), fs[0].Start)

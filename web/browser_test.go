@@ -28,7 +28,7 @@ var screenshots = flag.String("screenshots", "", "folder to save the coverage pa
 
 // browser starts headless Chromium, as root can run it, with a fresh
 // profile; the test fails with what to install when there is none.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -55,7 +55,7 @@ func browser(t *testing.T) context.Context {
 
 // page drives the coverage page in a tab, failing the test on errors.
 type page struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 }
 
