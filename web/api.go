@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -36,7 +37,8 @@ type summary struct {
 }
 
 // summaries sums every series over its extent: one aggregate statement per
-// series.
+// series, the very calendar of the whole series the page asks for next,
+// so that it comes from the cache.
 func (s *server) summaries(r *http.Request) ([]summary, error) {
 	ctx := r.Context()
 	infos, err := s.client.ListSeries(ctx)
@@ -58,7 +60,7 @@ func (s *server) summaries(r *http.Request) ([]summary, error) {
 			out = append(out, sm)
 			continue
 		}
-		h, err := s.client.Heatmap(ctx, g, from, to, 1)
+		h, _, err := s.heatmap(ctx, g, from, to, s.opts.Buckets)
 		if err != nil {
 			return nil, err
 		}
@@ -182,6 +184,17 @@ type heatmap struct {
 	Up *span `json:"up,omitempty"`
 	// Whole is the series' extent.
 	Whole span `json:"whole"`
+	// AsOf is when the counts were read (they may come from the cache).
+	AsOf string `json:"asOf"`
+}
+
+// heatmap returns the calendar of [from, to) of g, from the cache when it
+// is fresh, and when it was read.
+func (s *server) heatmap(ctx context.Context, g almanac.Series, from, to time.Time, buckets int) (almanac.Heatmap, time.Time, error) {
+	key := fmt.Sprintf("%q %s %d %d %d", g.Name(), g.Interval(), from.UnixMicro(), to.UnixMicro(), buckets)
+	return s.cache.get(ctx, key, func() (almanac.Heatmap, error) {
+		return s.client.Heatmap(ctx, g, from, to, buckets)
+	})
 }
 
 type span struct {
@@ -193,7 +206,8 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 	t, err := s.target(r, r.URL.Query().Get)
 	if err == nil {
 		var h almanac.Heatmap
-		if h, err = s.client.Heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r)); err == nil {
+		var at time.Time
+		if h, at, err = s.heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r)); err == nil {
 			out := heatmap{Series: t.series.Name(), Shown: almanac.PrintableName(t.series.Name()),
 				Interval: t.series.Interval().String(), Zone: t.series.Location().String(),
 				From: almanac.FormatTime(h.From), To: almanac.FormatTime(h.To), FromText: human(h.From), ToText: human(h.To), Unit: h.Unit, Step: h.Step,
@@ -201,6 +215,7 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 				OldestOpen: human(h.OldestOpen), LastCompleted: human(h.LastCompleted),
 				Whole: span{almanac.FormatTime(t.lo), almanac.FormatTime(t.hi)}}
 			out.Covered = out.Total.covered()
+			out.AsOf = at.In(t.series.Location()).Format("15:04:05 MST")
 			if a, b, ok := enclosing(h.From, h.To, t.lo, t.hi); ok {
 				out.Up = &span{almanac.FormatTime(a), almanac.FormatTime(b)}
 			}
@@ -363,6 +378,7 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, msg)
 		return
 	}
+	s.cache.clear()
 	s.opts.Logger.Info("almanac web: action", "action", action, "series", t.series.String(),
 		"from", almanac.FormatTime(t.from), "to", almanac.FormatTime(t.to), "reason", reason,
 		"remote", r.RemoteAddr, "result", result)

@@ -33,6 +33,9 @@ import (
 // DefaultBuckets is the default of Options.Buckets.
 const DefaultBuckets = 1000
 
+// DefaultCacheTTL is the default of Options.CacheTTL.
+const DefaultCacheTTL = 10 * time.Second
+
 // DefaultSessionTTL is the default of Options.SessionTTL.
 const DefaultSessionTTL = 12 * time.Hour
 
@@ -48,6 +51,13 @@ type Options struct {
 	// Buckets is the most cells a coverage calendar shows at once (1 to
 	// almanac.MaxHeatmapBuckets). Default DefaultBuckets.
 	Buckets int
+	// CacheTTL is how long a computed calendar (and a series' totals) is
+	// reused for the same view: the calendar of a whole series reads all
+	// of its rows, about half a second for a million slots. The page says
+	// how old what it shows is, and an action taken through the page
+	// drops every cached view. Default DefaultCacheTTL; negative: never
+	// reuse.
+	CacheTTL time.Duration
 	// SessionTTL is how long a login lasts. Default DefaultSessionTTL.
 	SessionTTL time.Duration
 	// Logger receives the actions taken (who, what, why) and the errors
@@ -67,6 +77,7 @@ type server struct {
 	client   *almanac.Client
 	opts     Options
 	sessions *sessions
+	cache    *cache
 }
 
 // Handler returns the coverage page and its JSON API, for client's series.
@@ -76,13 +87,16 @@ func Handler(client *almanac.Client, opts Options) http.Handler {
 	if opts.Buckets <= 0 || opts.Buckets > almanac.MaxHeatmapBuckets {
 		opts.Buckets = DefaultBuckets
 	}
+	if opts.CacheTTL == 0 {
+		opts.CacheTTL = DefaultCacheTTL
+	}
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = DefaultSessionTTL
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{client: client, opts: opts, sessions: newSessions(opts.SessionTTL)}
+	s := &server{client: client, opts: opts, sessions: newSessions(opts.SessionTTL), cache: newCache(opts.CacheTTL)}
 	static, _ := fs.Sub(assets, "assets")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.index)

@@ -111,7 +111,7 @@
     $("calendar").hidden = false;
     $("cal-title").textContent = "Coverage of " + h.shown + " (" + h.interval + ", " + h.zone + ")";
     const unit = h.unit === "slot" ? "one cell per slot" : "one cell per " + (h.step > 1 ? h.step + " years" : h.unit);
-    $("cal-range").textContent = h.fromText + " to " + h.toText + " · " + unit;
+    $("cal-range").textContent = h.fromText + " to " + h.toText + " · " + unit + " · counts as of " + h.asOf;
     fillCounts($("totals"), h.total, [["covered", pct(h.covered)], ["oldest open", h.oldestOpen || "—"], ["last completion", h.lastCompleted || "—"]]);
     $("zoom-out").disabled = !h.up;
     $("zoom-whole").disabled = !h.up;
