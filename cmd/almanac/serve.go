@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ It listens on 127.0.0.1 unless --http names another address; put it behind
 TLS before exposing it beyond the machine. It runs until interrupted.`,
 		Example: `  almanac serve
   almanac serve --http 127.0.0.1:9000
-  ALMANAC_TOKEN=$(cat /run/secrets/almanac) almanac serve --allow-actions`,
+  almanac serve --allow-actions --token-file ./token`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkServeAddr(addr); err != nil {
@@ -83,10 +84,12 @@ TLS before exposing it beyond the machine. It runs until interrupted.`,
 // checkServeAddr refuses an address that is not HOST:PORT.
 func checkServeAddr(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port == "" || strings.ContainsAny(host, "/ ") {
-		return usagef("--http %q: expected HOST:PORT, e.g. %s", addr, defaultServeAddr)
+	if err == nil && !strings.ContainsAny(host, "/ ") {
+		if n, perr := strconv.Atoi(port); perr == nil && n >= 0 && n <= 65535 {
+			return nil
+		}
 	}
-	return nil
+	return usagef("--http %q: expected HOST:PORT with a port from 0 to 65535, e.g. %s", addr, defaultServeAddr)
 }
 
 // readToken reads the actions' token from file, else $ALMANAC_TOKEN. The
