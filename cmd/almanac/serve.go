@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/web"
 )
 
@@ -37,7 +38,8 @@ each slot's history.
 The page is read-only unless --allow-actions is given: then re-open, skip and
 retry of a range are offered to whoever presents the token (read from
 --token-file, else $ALMANAC_TOKEN; at least 16 characters), as a bearer token
-or in the page's login form. Each action asks for a reason.
+or in the page's login form. Each action asks for a reason, and the slots'
+history records it as done by --actor.
 
 It listens on 127.0.0.1 unless --http names another address; put it behind
 TLS before exposing it beyond the machine. It runs until interrupted.`,
@@ -57,6 +59,9 @@ TLS before exposing it beyond the machine. It runs until interrupted.`,
 				}
 			} else if tokenFile != "" {
 				return usagef("--token-file is only used with --allow-actions")
+			}
+			if err := almanac.CheckActor(a.actor); err != nil {
+				return usageError(fmt.Errorf("--actor: %w", err))
 			}
 			a.logs = true
 			client, err := a.connectMigrated(cmd.Context())
@@ -78,6 +83,7 @@ TLS before exposing it beyond the machine. It runs until interrupted.`,
 	fl.StringVar(&addr, "http", defaultServeAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
 	fl.BoolVar(&allowActions, "allow-actions", false, "offer re-open, skip and retry on the page, to holders of the token")
 	fl.StringVar(&tokenFile, "token-file", "", "file holding the token that allows actions (default: $ALMANAC_TOKEN)")
+	a.registerActor(cmd)
 	return cmd
 }
 
