@@ -86,8 +86,8 @@ type Heatmap struct {
 // bucket that has rows, in one statement: each bucket is an index range of
 // the primary key, read once. Missing slots are what the grid has and the
 // rows do not (the caller's subtraction), so no row is ever made per slot.
-// One clock reading decides nothing here: parked is not_before 'infinity',
-// failed is a failure count since the last success or re-open.
+// No clock is read: parked is not_before 'infinity', failed a failure count
+// since the last success or re-open, whether its retry is due or not.
 const heatmapSQL = `SELECT b.i, x.stored, x.complete, x.skipped, x.in_flight, x.failed, x.parked, x.oldest, x.last
 FROM unnest($3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS b(lo, hi, i),
 LATERAL (SELECT count(*) AS stored,

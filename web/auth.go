@@ -136,6 +136,7 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	}
 	_, sess, ok := s.sessions.get(r, time.Now())
 	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="almanac"`)
 		writeError(w, http.StatusUnauthorized, "log in with the token first")
 		return false
 	}
