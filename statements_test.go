@@ -26,8 +26,8 @@ import (
 // the pool's connections, every SQL statement the engine sends during a
 // workload that uses every feature (series registration, materialize,
 // gaps, status, heatmaps, failed slots, re-open, skip, retry, locked,
-// batched and lease-mode runs
-// with heartbeats, checkpoints, failures, parking and an ejection), and
+// batched and lease-mode runs with heartbeats, checkpoints, failures,
+// parking and an ejection), and
 // checks what docs/scaling.md promises for distributing the slot table by
 // series name (Citus): every statement that reads or writes the slot table
 // is a single-series router query. That is, the statement constrains
