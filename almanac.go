@@ -69,7 +69,7 @@ type Options struct {
 // jobs, runs the jobs' workers, and answers coverage questions (gaps,
 // status) and backfills (materialize, re-open, skip, retry). It works on
 // the caller's pool; give the pool room for the workers
-// (acquire.ConfigurePool adds TCP keepalives and cancellation that keeps
+// (NewPool and ConfigurePool add TCP keepalives and cancellation that keeps
 // connections, recommended for locked mode).
 //
 // A Client is safe for concurrent use. Its jobs run between Start and Stop,
