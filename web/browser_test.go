@@ -40,7 +40,12 @@ func browser(t testing.TB) context.Context {
 	if path == "" {
 		t.Fatal("no Chromium for the browser test; install: apt-get install -y chromium")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A test's page work takes seconds; a benchmark's loops take longer.
+	limit := time.Minute
+	if _, bench := t.(*testing.B); bench {
+		limit = 15 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
 	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
