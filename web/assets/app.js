@@ -161,7 +161,7 @@
     const sum = { slots: 0 };
     for (const k of Object.keys(names)) sum[k] = 0;
     for (let j = lo; !none && j <= hi; j++) for (const k of Object.keys(sum)) sum[k] += cells[j][k];
-    $("sel-range").textContent = none ? "Select a cell." : lo === hi ? cells[lo].label : cells[lo].label + " to " + cells[hi].label + " (" + (hi - lo + 1) + " cells)";
+    $("sel-range").textContent = none ? "Select a cell." : lo === hi ? cells[lo].label : cells[lo].label + " through " + cells[hi].label + " (" + (hi - lo + 1) + " cells)";
     if (none) $("sel-counts").replaceChildren(); else fillCounts($("sel-counts"), sum, [], true);
     $("sel-zoom").hidden = none || sum.slots <= 1 && lo === hi;
     $("sel-history").hidden = none || !(view.unit === "slot" && lo === hi);
