@@ -30,27 +30,13 @@ type FailuresQuery struct {
 	Limit int
 }
 
-// Failure is a slot whose last run failed: it waits for a retry (in
-// backoff, or due again and not yet picked up) or gave up (Parked).
+// Failure is a failed or parked slot of any series: the series, and the
+// slot as FailedSlot describes it (its Message at most MaxFailureMessage
+// bytes of printable text).
 type Failure struct {
 	// Name and Interval identify the series.
 	Name, Interval string
-	// Slot is the slot's bounds, in the series' zone.
-	Slot slot.Slot
-	// Attempts counts the runs of the slot's current generation, FailCount
-	// its failures since its last success or re-open.
-	Attempts, FailCount int
-	// Parked is set when the slot gave up: it waits for an operator's
-	// retry (Client.Retry, `almanac retry`).
-	Parked bool
-	// RetryAt is when the slot is acquirable again (database clock); zero
-	// when it is now, or when it is parked.
-	RetryAt time.Time
-	// Message is the last error, at most MaxFailureMessage bytes of
-	// printable text.
-	Message string
-	// At is when the failure was recorded (database clock).
-	At time.Time
+	FailedSlot
 }
 
 // failures lists failed and parked slots. The rows come from the partial
@@ -117,16 +103,13 @@ func Failures(ctx context.Context, db DB, schema string, q FailuresQuery) ([]Fai
 					}
 					zones[zone] = loc
 				}
-				iv, err := slot.ParseInterval(ivText)
-				if err != nil {
-					return err
-				}
 				g := f
 				g.Interval = ivText
-				g.Slot = slot.Slot{Start: start.In(loc), End: end.In(loc), Interval: iv}
+				g.Start, g.End = start.In(loc), end.In(loc)
 				g.Parked = notBefore.InfinityModifier == pgtype.Infinity
+				g.NotBefore = time.Time{}
 				if notBefore.Valid && notBefore.InfinityModifier == pgtype.Finite {
-					g.RetryAt = notBefore.Time.In(loc)
+					g.NotBefore = notBefore.Time.In(loc)
 				}
 				g.Message = ""
 				if message != nil {

@@ -106,10 +106,11 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 			}
 			out := failuresResult{Failures: []failureJSON{}, More: more}
 			for _, f := range list {
-				j := failureJSON{Name: f.Name, Interval: f.Interval, Slot: f.Slot.String(), Parked: f.Parked, Attempts: f.Attempts,
+				// A slot's text, as status and history print it.
+				j := failureJSON{Name: f.Name, Interval: f.Interval, Slot: almanac.FormatTime(f.Start) + "/" + f.Interval, Parked: f.Parked, Attempts: f.Attempts,
 					FailCount: f.FailCount, Message: f.Message, At: almanac.FormatTime(f.At)}
-				if !f.RetryAt.IsZero() {
-					s := almanac.FormatTime(f.RetryAt)
+				if !f.NotBefore.IsZero() {
+					s := almanac.FormatTime(f.NotBefore)
 					j.RetryAt = &s
 				}
 				out.Failures = append(out.Failures, j)
