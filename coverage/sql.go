@@ -16,8 +16,12 @@ type statements struct {
 	skipSlots, skipSlotsOrIgnore       string
 	skipRuns, skipRunsOrIgnore         string
 	reopen, reopenDry, retry, retryDry string
-	skip, skipDry, counts, extent      string
+	skip, skipDry, extent             string
 	history, current                   string
+	covered, recordStored, deletions   string
+	compactedIn, openCounts            string
+	compact, compactCount, mergeCompacted string
+	restore, restoreSlots              string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -193,23 +197,35 @@ var skipLogged = `,
 logged AS (` + logEvent + `
 	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed)`
 
-// counts also finds the open slot whose message was written last: only the
-// open rows with a message are sorted, and the winner's columns are read by
-// its key.
-const counts = `WITH c AS (SELECT
-	count(*) FILTER (WHERE s.status = 'COMPLETE') AS complete,
-	count(*) FILTER (WHERE s.status = 'SKIP') AS skip,
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND (s.not_before IS NULL OR s.not_before <= now_.t)) AS available,
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before > now_.t AND s.not_before <> 'infinity') AS backoff,
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before = 'infinity') AS parked,
-	count(*) FILTER (WHERE s.status = 'ACQUIRED') AS acquired,
-	count(*) FILTER (WHERE s.status = 'ACQUIRED' AND s.lease_until < now_.t) AS expired,
-	min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')) AS oldest,
-	max(s.completed_at) AS last,
-	(array_agg(s.slot_start ORDER BY s.updated_at DESC) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED') AND s.message IS NOT NULL))[1] AS noted
-FROM {{schema}}.slot s, (SELECT clock_timestamp() AS t) now_
-WHERE ` + inRange + `)
-SELECT c.complete, c.skip, c.available, c.backoff, c.parked, c.acquired, c.expired, c.oldest, c.last,
+// openCounts counts the open slots of a range by state, from the partial
+// indexes on AVAILABLE and ACQUIRED slots (never reading finished rows),
+// the SKIP ones from theirs, and reads the completion time of the range's
+// newest COMPLETE slot by a backward walk of the primary key that stops at
+// the first COMPLETE row. It also finds the open slot whose message was
+// written last: only the open rows with a message are sorted, and the
+// winner's columns are read by its key.
+const openCounts = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
+o AS (
+	SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.message, s.updated_at
+	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'AVAILABLE'
+	UNION ALL
+	SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.message, s.updated_at
+	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'ACQUIRED'
+),
+c AS (SELECT
+	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND (o.not_before IS NULL OR o.not_before <= now_.t)) AS available,
+	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND o.not_before > now_.t AND o.not_before <> 'infinity') AS backoff,
+	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND o.not_before = 'infinity') AS parked,
+	count(*) FILTER (WHERE o.status = 'ACQUIRED') AS acquired,
+	count(*) FILTER (WHERE o.status = 'ACQUIRED' AND o.lease_until < now_.t) AS expired,
+	min(o.slot_start) AS oldest,
+	(array_agg(o.slot_start ORDER BY o.updated_at DESC) FILTER (WHERE o.message IS NOT NULL))[1] AS noted
+FROM o, now_)
+SELECT c.available, c.backoff, c.parked, c.acquired, c.expired,
+	(SELECT count(*) FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'SKIP'),
+	c.oldest,
+	(SELECT s.completed_at FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'COMPLETE'
+		ORDER BY s.slot_start DESC LIMIT 1),
 	c.noted, m.status, m.not_before = 'infinity', m.message, m.updated_at
 FROM c LEFT JOIN {{schema}}.slot m ON m.name = $1 AND m."interval" = $2 AND m.slot_start = c.noted`
 
@@ -253,9 +269,18 @@ func renderStatements(schema string) statements {
 		retryDry:            r(withChanged(retrySQL, `SELECT l.not_before = 'infinity' AS unparked FROM locked l`, "")),
 		skip:                r(withChanged(skip, skipUpdate, skipLogged)),
 		skipDry:             r(withChanged(skip, `SELECT 1 FROM locked`, "")),
-		counts:              r(counts),
 		current:             r(current),
 		history:             r(history),
 		extent:              r(extent),
+		covered:             r(coveredSQL),
+		recordStored:        r(recordStoredSQL),
+		deletions:           r(deletionsSQL),
+		compactedIn:         r(compactedInSQL),
+		openCounts:          r(openCounts),
+		compact:             r(compactSQL),
+		compactCount:        r(compactCountSQL),
+		mergeCompacted:      r(mergeCompactedSQL),
+		restore:             r(restoreSQL),
+		restoreSlots:        r(restoreSlotsSQL),
 	}
 }

@@ -69,14 +69,19 @@ BEGIN
     UPDATE series s SET slot_deletions = s.slot_deletions + 1
     FROM (SELECT DISTINCT name, "interval" FROM gone) g
     WHERE s.name = g.name AND s."interval" = g."interval";
-    WITH cut AS (
-        SELECT d.name, d."interval", d.range_start, d.range_end, g.slot_start, g.slot_end
-        FROM slot_stored d JOIN gone g ON g.name = d.name AND g."interval" = d."interval"
+    -- The pieces are computed from the deleted ranges (not read beside
+    -- them), so the delete runs before the insert of pieces with the same
+    -- start.
+    WITH dropped AS (
+        DELETE FROM slot_stored d USING gone g
+        WHERE g.name = d.name AND g."interval" = d."interval"
             AND g.slot_start < d.range_end AND g.slot_end > d.range_start
+        RETURNING d.name, d."interval", d.range_start, d.range_end
     ),
-    dropped AS (
-        DELETE FROM slot_stored d USING (SELECT DISTINCT name, "interval", range_start FROM cut) c
-        WHERE d.name = c.name AND d."interval" = c."interval" AND d.range_start = c.range_start
+    cut AS (
+        SELECT d.name, d."interval", d.range_start, d.range_end, g.slot_start, g.slot_end
+        FROM dropped d JOIN gone g ON g.name = d.name AND g."interval" = d."interval"
+            AND g.slot_start < d.range_end AND g.slot_end > d.range_start
     ),
     pieces AS (
         SELECT name, "interval",
