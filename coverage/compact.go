@@ -50,8 +50,7 @@ const compactCountSQL = `SELECT count(*) FROM {{schema}}.slot s WHERE ` + inRang
 
 // mergeCompactedSQL adds runs ($3…$7: bounds, status, generation,
 // completion) to the compacted ranges, merging every range of one state
-// that overlaps or touches another within [$8, $9], and returns how many
-// ranges the series has.
+// that overlaps or touches another within [$8, $9].
 const mergeCompactedSQL = `WITH new AS (
 	SELECT * FROM unnest($3::timestamptz[], $4::timestamptz[], $5::text[], $6::bigint[], $7::timestamptz[])
 		AS n(lo, hi, status, generation, completed_at)
@@ -67,14 +66,11 @@ marked AS (
 		ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS brk
 	FROM a
 ),
-grouped AS (SELECT m.*, sum(m.brk) OVER (PARTITION BY m.status ORDER BY m.lo) AS grp FROM marked m),
-ins AS (
-	INSERT INTO {{schema}}.slot_compacted (name, "interval", range_start, range_end, status, generation, completed_at)
-	SELECT $1, $2, min(lo), max(hi), status, max(generation), max(completed_at) FROM grouped GROUP BY status, grp
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM {{schema}}.slot_compacted c
-	WHERE c.name = $1 AND c."interval" = $2 AND NOT (c.range_start <= $9 AND c.range_end >= $8))`
+grouped AS (SELECT m.*, sum(m.brk) OVER (PARTITION BY m.status ORDER BY m.lo) AS grp FROM marked m)
+INSERT INTO {{schema}}.slot_compacted (name, "interval", range_start, range_end, status, generation, completed_at)
+SELECT $1, $2, min(lo), max(hi), status, max(generation), max(completed_at) FROM grouped GROUP BY status, grp`
+
+const compactedCountSQL = `SELECT count(*) FROM {{schema}}.slot_compacted WHERE name = $1 AND "interval" = $2`
 
 // Compact deletes the rows of the series' finished slots (COMPLETE and
 // SKIP) that end at or before before, and records them as compacted
@@ -118,7 +114,7 @@ func (c *Client) Compact(ctx context.Context, before time.Time, opts CompactOpti
 		return res, err
 	}
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, _ bool) error {
-		var n, ranges int64
+		var n int64
 		err := c.inTx(ctx, writeSettings, opts.DryRun, func(tx pgx.Tx) error {
 			if err := c.lockSeries(ctx, tx); err != nil {
 				return err
@@ -127,24 +123,27 @@ func (c *Client) Compact(ctx context.Context, before time.Time, opts CompactOpti
 				return tx.QueryRow(ctx, c.sql.compactCount, c.name, c.interval, p.lo, p.hi).Scan(&n)
 			}
 			var err error
-			n, ranges, err = c.compactChunk(ctx, tx, p)
+			n, err = c.compactChunk(ctx, tx, p)
 			return err
 		})
 		res.Compacted += n
-		if ranges > 0 {
-			res.Ranges = ranges
-		}
 		return err
+	})
+	if err != nil || opts.DryRun {
+		return res, err
+	}
+	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, c.sql.compactedCount, c.name, c.interval).Scan(&res.Ranges)
 	})
 	return res, err
 }
 
 // compactChunk deletes the finished rows of p into compacted ranges, and
-// returns how many it deleted and how many ranges the series has.
-func (c *Client) compactChunk(ctx context.Context, tx pgx.Tx, p part) (n, ranges int64, err error) {
+// returns how many it deleted.
+func (c *Client) compactChunk(ctx context.Context, tx pgx.Tx, p part) (n int64, err error) {
 	rows, err := tx.Query(ctx, c.sql.compact, c.name, c.interval, p.lo, p.hi)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	var lo, hi, done []time.Time
 	var states []string
@@ -171,14 +170,14 @@ func (c *Client) compactChunk(ctx context.Context, tx pgx.Tx, p part) (n, ranges
 		return nil
 	})
 	if err != nil || n == 0 {
-		return 0, 0, err
+		return 0, err
 	}
 	completed := make([]pgtype.Timestamptz, len(done))
 	for i, d := range done {
 		completed[i] = pgtype.Timestamptz{Time: d, Valid: !d.IsZero()}
 	}
-	err = tx.QueryRow(ctx, c.sql.mergeCompacted, c.name, c.interval, lo, hi, states, gens, completed, lo[0], hi[len(hi)-1]).Scan(&ranges)
-	return n, ranges, err
+	_, err = tx.Exec(ctx, c.sql.mergeCompacted, c.name, c.interval, lo, hi, states, gens, completed, lo[0], hi[len(hi)-1])
+	return n, err
 }
 
 // onGrid reports whether t is a slot boundary of the grid.
@@ -205,8 +204,7 @@ SELECT greatest(range_start, $3), least(range_end, $4), generation FROM hit ORDE
 // restoreSlotsSQL inserts re-opened slots ($3 starts, $4 ends, $6
 // generations) as AVAILABLE with reason $5, and records their 'reopened'
 // event, by actor $7.
-var restoreSlotsSQL = `WITH ins AS (
-	INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, message, generation)
+var restoreSlotsSQL = `WITH ins AS (INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, message, generation)
 	SELECT $1, $2, u.s, u.e, 'AVAILABLE', $5::text, u.g FROM unnest($3::timestamptz[], $4::timestamptz[], $6::bigint[]) AS u(s, e, g)
 	ON CONFLICT DO NOTHING
 	RETURNING slot_start, generation

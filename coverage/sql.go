@@ -10,18 +10,18 @@ import (
 // statements are the client's SQL, rendered for its schema once. Every
 // statement is scoped to one series: $1 is the name, $2 the interval.
 type statements struct {
-	countParts, listParts              string
-	insertSlots, insertSlotsOrIgnore   string
-	insertRuns, insertRunsOrIgnore     string
-	skipSlots, skipSlotsOrIgnore       string
-	skipRuns, skipRunsOrIgnore         string
-	reopen, reopenDry, retry, retryDry string
-	skip, skipDry, extent             string
-	history, current                   string
-	covered, recordStored, deletions   string
-	compactedIn, openCounts            string
+	countParts, listParts                 string
+	insertSlots, insertSlotsOrIgnore      string
+	insertRuns, insertRunsOrIgnore        string
+	skipSlots, skipSlotsOrIgnore          string
+	skipRuns, skipRunsOrIgnore            string
+	reopen, reopenDry, retry, retryDry    string
+	skip, skipDry, extent                 string
+	history, current                      string
+	covered, recordStored, deletions      string
+	compactedIn, openCounts               string
 	compact, compactCount, mergeCompacted string
-	restore, restoreSlots              string
+	restore, restoreSlots, compactedCount string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -282,5 +282,6 @@ func renderStatements(schema string) statements {
 		mergeCompacted:      r(mergeCompactedSQL),
 		restore:             r(restoreSQL),
 		restoreSlots:        r(restoreSlotsSQL),
+		compactedCount:      r(compactedCountSQL),
 	}
 }
