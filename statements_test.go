@@ -112,6 +112,13 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	require.NoError(t, err)
 	_, err = client.Materialize(ctx, daily, from, from.AddDate(0, 1, 0), almanac.MaterializeOptions{})
 	require.NoError(t, err)
+	// Compaction of finished slots, and a re-open that brings them back.
+	_, err = client.SkipRange(ctx, daily, from, from.AddDate(0, 0, 3), almanac.SkipOptions{Reason: "statement test"})
+	require.NoError(t, err)
+	_, err = client.Compact(ctx, almanac.CompactOptions{Before: from.AddDate(0, 0, 3), Series: []almanac.Series{daily}})
+	require.NoError(t, err)
+	_, err = client.Reopen(ctx, daily, from, from.AddDate(0, 0, 1), almanac.ReopenOptions{Reason: "statement test"})
+	require.NoError(t, err)
 
 	// One slot fails and is parked at once, one is skipped by its handler,
 	// one snoozes; a lease handler checkpoints and outlives a heartbeat.

@@ -41,8 +41,10 @@ type part struct {
 
 // Gaps yields the gaps of [from, to) in order. Memory is O(gaps found) —
 // the range is searched in windows of about a million slots, each window's
-// gaps yielded before the next is searched — and a range without gaps costs
-// one index-only count per window.
+// gaps yielded before the next is searched. Stored and compacted ranges
+// (see the package documentation) are skipped unread, and compacted slots
+// are never missing; elsewhere a range without gaps costs one index-only
+// count per window.
 //
 // Each window is read from one snapshot, in a read-only transaction; a
 // range of several windows is not. A row whose start is not a boundary of
