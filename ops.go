@@ -90,7 +90,8 @@ func (c *Client) Counts(ctx context.Context, s Series, from, to time.Time) (Coun
 }
 
 // Extent returns the range from the series' first stored slot's start to
-// its last one's end; ok is false when the series has no slots.
+// its last one's end, compacted slots included; ok is false when the
+// series has no slots.
 func (c *Client) Extent(ctx context.Context, s Series) (from, to time.Time, ok bool, err error) {
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)

@@ -101,7 +101,7 @@ func (c *Client) Compact(ctx context.Context, before time.Time, opts CompactOpti
 	}
 	var first pgtype.Timestamptz
 	if err := c.inSnapshot(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, c.sql.extent, c.name, c.interval).Scan(&first, nil)
+		return tx.QueryRow(ctx, c.sql.firstSlot, c.name, c.interval).Scan(&first)
 	}); err != nil {
 		return CompactResult{}, err
 	}

@@ -49,6 +49,10 @@ func TestCompact(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, CompactResult{Compacted: 13, Ranges: 5}, res) // 8 (open) and 10 (missing) break runs
 	require.Len(t, f.rows(from, to), 1)
+	lo, hi, ok, err := f.c.Extent(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []time.Time{from, to}, []time.Time{lo.UTC(), hi.UTC()}, "the extent includes compacted slots")
 
 	// A re-open across compacted and stored slots.
 	ro, err := f.c.Reopen(ctx, at(3), at(9), ReopenOptions{Reason: "late data", DryRun: true})

@@ -16,7 +16,7 @@ type statements struct {
 	skipSlots, skipSlotsOrIgnore          string
 	skipRuns, skipRunsOrIgnore            string
 	reopen, reopenDry, retry, retryDry    string
-	skip, skipDry, extent                 string
+	skip, skipDry, extent, firstSlot      string
 	history, current                      string
 	covered, recordStored, deletions      string
 	compactedIn, openCounts               string
@@ -239,8 +239,18 @@ const history = `SELECT at, event, generation, owner::text, fence, attempt, acto
 FROM {{schema}}.slot_event WHERE name = $1 AND "interval" = $2 AND slot_start = $3
 ORDER BY at`
 
-const extent = `SELECT min(s.slot_start), max(s.slot_start) FROM {{schema}}.slot s
-	WHERE s.name = $1 AND s."interval" = $2`
+// extent spans the stored slots and the compacted ranges: the start of the
+// first slot, and a microsecond inside the last one (its start, or the end
+// of the last compacted range less a microsecond).
+const extent = `SELECT min(e.lo), max(e.hi) FROM (
+	SELECT min(s.slot_start) AS lo, max(s.slot_start) AS hi FROM {{schema}}.slot s
+	WHERE s.name = $1 AND s."interval" = $2
+	UNION ALL
+	SELECT min(c.range_start), max(c.range_end) - interval '1 microsecond' FROM {{schema}}.slot_compacted c
+	WHERE c.name = $1 AND c."interval" = $2) e`
+
+// firstSlot is the start of the series' first slot row.
+const firstSlot = `SELECT min(s.slot_start) FROM {{schema}}.slot s WHERE s.name = $1 AND s."interval" = $2`
 
 // withChanged puts the data-modifying step, and the history it writes, into
 // a statement. A dry run puts in the SELECT of the rows it would change
@@ -272,6 +282,7 @@ func renderStatements(schema string) statements {
 		current:             r(current),
 		history:             r(history),
 		extent:              r(extent),
+		firstSlot:           r(firstSlot),
 		covered:             r(coveredSQL),
 		recordStored:        r(recordStoredSQL),
 		deletions:           r(deletionsSQL),

@@ -171,7 +171,8 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 }
 
 // Extent returns the range from the first stored slot's start to the last
-// one's end on the grid; ok is false when the series has no slots.
+// one's end on the grid, compacted slots included; ok is false when the
+// series has no slots.
 func (c *Client) Extent(ctx context.Context) (from, to time.Time, ok bool, err error) {
 	var first, last pgtype.Timestamptz
 	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
