@@ -61,8 +61,9 @@ type Status struct {
 	From, To time.Time
 	Slots    int64
 	Counts
-	// Missing is the number of slots without a row, in Gaps maximal runs;
-	// FirstMissing is the start of the first, zero if none.
+	// Missing is the number of slots without a row (compacted slots are
+	// not missing), in Gaps maximal runs; FirstMissing is the start of the
+	// first, zero if none.
 	Missing, Gaps int64
 	FirstMissing  time.Time
 }
