@@ -159,17 +159,3 @@ func (c *Client) dropCompacted(ctx context.Context, tx pgx.Tx, b *batch) error {
 	}
 	return nil
 }
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
