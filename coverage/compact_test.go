@@ -162,3 +162,34 @@ func utcSpans(in []span) []span {
 	}
 	return in
 }
+
+// TestConcurrentMaterializersRecordStoredOnce: materializers of the same
+// range at once each record it as stored (queued on the series' row),
+// without a duplicate key, leaving one stored range.
+func TestConcurrentMaterializersRecordStoredOnce(t *testing.T) {
+	f := newFixture(t, series(t, "concurrent", "PT1M", "UTC", time.Time{}), Options{ChunkSize: 10})
+	ctx := context.Background()
+	from := utc("2026-01-01T00:00:00Z")
+	to := from.Add(60 * time.Minute)
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			// Ranges overlapping in several ways, all within [from, to).
+			lo := from.Add(time.Duration(i%3) * 10 * time.Minute)
+			_, err := f.c.Materialize(ctx, lo, to.Add(-time.Duration(i%2)*5*time.Minute), MaterializeOptions{})
+			errs <- err
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
+	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	require.NoError(t, err)
+	cov, err := f.c.covered(ctx, f.db.Pool, from, to)
+	require.NoError(t, err)
+	require.Equal(t, []span{{from, to}}, utcSpans(cov))
+	var rows int
+	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+f.db.Schema+`.slot_stored`).Scan(&rows))
+	require.Equal(t, 1, rows, "merged into one range")
+	f.requireGrid(from, to)
+}

@@ -26,28 +26,31 @@ SELECT range_start, range_end FROM {{schema}}.slot_compacted
 	WHERE name = $1 AND "interval" = $2 AND range_start < $4 AND range_end > $3
 ORDER BY 1`
 
-// recordStoredSQL records [$3, $4) as stored, merged with the stored ranges
-// it overlaps or touches, provided no statement deleted slots of the series
-// since the deletion counter read $5: the counter's row is locked first,
-// so a deleting transaction's trigger (which bumps it before cutting stored
-// ranges) either came before, and changed it, or comes after, and sees
-// this range. Nothing is written when a stored range holds [$3, $4)
-// already.
-const recordStoredSQL = `WITH m AS (
-	SELECT 1 FROM {{schema}}.series
-	WHERE name = $1 AND "interval" = $2 AND slot_deletions = $5
+// lockDeletionsSQL locks the series' row and reads its deletion counter:
+// a deleting transaction's trigger bumps the counter (taking the same row
+// lock) before it cuts stored ranges, so it either came before, and
+// changed the counter, or comes after, and sees the range recorded under
+// the lock. Concurrent recorders queue on it too.
+const lockDeletionsSQL = `SELECT slot_deletions FROM {{schema}}.series
+	WHERE name = $1 AND "interval" = $2 FOR NO KEY UPDATE`
+
+// recordStoredSQL records [$3, $4) as stored, merged with the stored
+// ranges it overlaps or touches; nothing is written when a stored range
+// holds [$3, $4) already. It must run after lockDeletionsSQL, in a
+// statement of its own: its snapshot must be taken once the lock is held,
+// to see the ranges another recorder committed meanwhile.
+const recordStoredSQL = `WITH old AS (
+	DELETE FROM {{schema}}.slot_stored d
+	WHERE d.name = $1 AND d."interval" = $2 AND d.range_start <= $4 AND d.range_end >= $3
 	  AND NOT EXISTS (SELECT 1 FROM {{schema}}.slot_stored
 		WHERE name = $1 AND "interval" = $2 AND range_start <= $3 AND range_end >= $4)
-	FOR NO KEY UPDATE
-),
-old AS (
-	DELETE FROM {{schema}}.slot_stored d USING m
-	WHERE d.name = $1 AND d."interval" = $2 AND d.range_start <= $4 AND d.range_end >= $3
 	RETURNING d.range_start, d.range_end
 )
 INSERT INTO {{schema}}.slot_stored (name, "interval", range_start, range_end)
 SELECT $1, $2, least($3::timestamptz, min(old.range_start)), greatest($4::timestamptz, max(old.range_end))
-FROM old HAVING EXISTS (SELECT 1 FROM m)`
+FROM old
+HAVING NOT EXISTS (SELECT 1 FROM {{schema}}.slot_stored
+	WHERE name = $1 AND "interval" = $2 AND range_start <= $3 AND range_end >= $4)`
 
 const deletionsSQL = `SELECT slot_deletions FROM {{schema}}.series WHERE name = $1 AND "interval" = $2`
 
@@ -103,7 +106,11 @@ func (c *Client) deletions(ctx context.Context, q querier) (int64, error) {
 // deletion happened since the counter read mark.
 func (c *Client) recordStored(ctx context.Context, from, to time.Time, mark int64) error {
 	return c.inTx(ctx, writeSettings, false, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, c.sql.recordStored, c.name, c.interval, from, to, mark)
+		var now int64
+		if err := tx.QueryRow(ctx, c.sql.lockDeletions, c.name, c.interval).Scan(&now); err != nil || now != mark {
+			return err
+		}
+		_, err := tx.Exec(ctx, c.sql.recordStored, c.name, c.interval, from, to)
 		return err
 	})
 }

@@ -19,6 +19,7 @@ type statements struct {
 	skip, skipDry, extent, firstSlot      string
 	history, current                      string
 	covered, recordStored, deletions      string
+	lockDeletions                         string
 	compactedIn, openCounts               string
 	compact, compactCount, mergeCompacted string
 	restore, restoreSlots, compactedCount string
@@ -285,6 +286,7 @@ func renderStatements(schema string) statements {
 		firstSlot:           r(firstSlot),
 		covered:             r(coveredSQL),
 		recordStored:        r(recordStoredSQL),
+		lockDeletions:       r(lockDeletionsSQL),
 		deletions:           r(deletionsSQL),
 		compactedIn:         r(compactedInSQL),
 		openCounts:          r(openCounts),
