@@ -67,6 +67,7 @@ func shellWords(t *testing.T, line string) []string {
 // minutes, get a cancelled context: bench checks its flags before it
 // connects.
 func TestHelpExamplesRun(t *testing.T) {
+	t.Parallel() // its own schema
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("an `almanac run` example runs python3: apt-get install -y python3")
 	}
