@@ -2,6 +2,7 @@ package almanac
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,7 +90,8 @@ func (c *Client) Counts(ctx context.Context, s Series, from, to time.Time) (Coun
 }
 
 // Extent returns the range from the series' first stored slot's start to
-// its last one's end; ok is false when the series has no slots.
+// its last one's end, compacted slots included; ok is false when the
+// series has no slots.
 func (c *Client) Extent(ctx context.Context, s Series) (from, to time.Time, ok bool, err error) {
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
@@ -280,6 +282,72 @@ func (c *Client) PruneHistory(ctx context.Context, opts PruneOptions) (int64, er
 		return 0, err
 	}
 	return coverage.PruneHistory(ctx, c.pool, coverage.PruneOptions{Schema: c.opts.Schema, DryRun: opts.DryRun})
+}
+
+// CompactOptions tune Compact.
+type CompactOptions struct {
+	// Before is the retention boundary: the finished (COMPLETE and SKIP)
+	// slots that end at or before it are compacted. Required.
+	Before time.Time
+	// Series are the series to compact. Default: every registered series.
+	Series []Series
+	// DryRun counts the finished rows that would be compacted, and changes
+	// nothing.
+	DryRun bool
+	// Progress, if set, is called after each chunk of each series.
+	Progress ProgressFunc
+}
+
+// CompactResult says what Compact did.
+type CompactResult struct {
+	// Compacted is the number of slot rows deleted into compacted ranges
+	// (with DryRun, that would be), over all the series.
+	Compacted int64
+	// Ranges is the number of compacted ranges those series have
+	// afterwards (the rows of the slot_compacted table that stand for the
+	// deleted ones; 0 with DryRun).
+	Ranges int64
+}
+
+// Compact bounds the slot table's size: it deletes the rows of finished
+// slots that end at or before opts.Before and records them as compacted
+// ranges, about one row per series and run of one state. Compacted slots
+// stay finished for every reader and writer (Gaps, Status, Materialize: no
+// worker can ever claim one again); a Reopen of any of them brings its row
+// back as a new generation. Their per-slot detail (attempts, data,
+// messages) is lost; their history stays until PruneHistory. Run it on a
+// retention, e.g. daily with Before = now - 90 days (`almanac compact
+// --older-than 90d`). Series are worked one by one, in transactions of at
+// most Options.ChunkSize slots; on an error the work done so far stays.
+func (c *Client) Compact(ctx context.Context, opts CompactOptions) (CompactResult, error) {
+	if opts.Before.IsZero() {
+		return CompactResult{}, fmt.Errorf("%w: compact needs a retention boundary (CompactOptions.Before)", ErrInvalid)
+	}
+	ctx = c.call(ctx)
+	series := opts.Series
+	if len(series) == 0 {
+		all, err := c.ListSeries(ctx)
+		if err != nil {
+			return CompactResult{}, err
+		}
+		for _, info := range all {
+			series = append(series, info.Series)
+		}
+	}
+	var res CompactResult
+	for _, s := range series {
+		cov, err := c.coverage(ctx, s)
+		if err != nil {
+			return res, err
+		}
+		r, err := cov.Compact(ctx, opts.Before, coverage.CompactOptions{DryRun: opts.DryRun, Progress: opts.Progress})
+		res.Compacted += r.Compacted
+		res.Ranges += r.Ranges
+		if err != nil {
+			return res, fmt.Errorf("compact %s: %w", s, err)
+		}
+	}
+	return res, nil
 }
 
 // reasonOr returns reason, or def when it is empty.

@@ -27,7 +27,7 @@ import (
 // The runtime role, which cannot create anything, runs Migrate at start (a
 // no-op that must not need CREATE: it did, on the database and the schema),
 // registers series, drains locked- and lease-mode jobs through the Client,
-// re-opens, skips, retries, materializes and reports status.
+// re-opens, skips, retries, materializes, reports status and compacts.
 func TestLeastPrivilegeRoles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -128,6 +128,14 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	summary, err = c.Drain(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, summary[almanac.Completed], "the re-opened slots, done again: %v", summary)
+
+	// Compaction, and a re-open of compacted slots.
+	compacted, err := c.Compact(ctx, almanac.CompactOptions{Before: to})
+	require.NoError(t, err)
+	require.EqualValues(t, 12, compacted.Compacted)
+	res, err := c.Reopen(ctx, locked, from, from.Add(time.Hour), almanac.ReopenOptions{Reason: "late data"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Reopened)
 }
 
 // poolAs returns a pool on the test server that logs in as role.

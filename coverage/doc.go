@@ -23,6 +23,29 @@
 // to have it at once. Results are exact in any table state; only the speed
 // varies.
 //
+// Two kinds of ranges spare even that pass (migration 003). A stored range
+// says every grid slot in it has a row: Materialize records the range it
+// filled, and a trigger cuts stored ranges around every row deleted, by
+// almanac or plain SQL. A compacted range (Compact) stands for finished
+// slots whose rows were deleted to bound the table. Gap searches skip both
+// unread, so over ranges Materialize wrote they cost O(gaps): measured over
+// 10 million slots with 10 gaps, see BENCHMARKS.md. Slots inserted by other
+// tools are found by counting, as above.
+//
+// # Status
+//
+// Status counts open slots (AVAILABLE, ACQUIRED) and SKIP ones from their
+// partial indexes and missing ones by the gap search, and derives COMPLETE
+// as the rest of the grid's slots: it never reads a finished row, and
+// costs O(gaps + open + skipped slots), not O(slots).
+//
+// # Bounded history
+//
+// Compact deletes old finished rows into compacted ranges, about one per
+// series however many years; gap searches, Status and Materialize treat
+// their slots as existing and finished (no worker can claim one again), and
+// Reopen brings them back as a new generation.
+//
 // # Writing
 //
 // Writes are split into transactions of at most Options.ChunkSize slots.

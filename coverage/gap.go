@@ -41,8 +41,10 @@ type part struct {
 
 // Gaps yields the gaps of [from, to) in order. Memory is O(gaps found) —
 // the range is searched in windows of about a million slots, each window's
-// gaps yielded before the next is searched — and a range without gaps costs
-// one index-only count per window.
+// gaps yielded before the next is searched. Stored and compacted ranges
+// (see the package documentation) are skipped unread, and compacted slots
+// are never missing; elsewhere a range without gaps costs one index-only
+// count per window.
 //
 // Each window is read from one snapshot, in a read-only transaction; a
 // range of several windows is not. A row whose start is not a boundary of
@@ -89,9 +91,16 @@ func (c *Client) Gaps(ctx context.Context, from, to time.Time) iter.Seq2[Gap, er
 // searchGaps returns the gaps of p in order, adjacent ones merged. It
 // examines the range level by level, with one counting statement and one
 // listing statement per level however many parts the level has.
+//
+// The stored and compacted ranges of p (see migration 003) are skipped
+// unread: the search costs O(gaps) where they cover the range.
 func (c *Client) searchGaps(ctx context.Context, q querier, p part) ([]Gap, error) {
 	var found []Gap
-	frontier := []part{p}
+	cov, err := c.covered(ctx, q, p.lo, p.hi)
+	if err != nil {
+		return nil, err
+	}
+	frontier := c.uncovered(p, cov)
 	for len(frontier) > 0 {
 		var split, list []part
 		for _, f := range frontier {

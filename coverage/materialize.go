@@ -55,6 +55,11 @@ type MaterializeResult struct {
 // once, without errors, and no one waits on a row a worker holds. Rows are
 // never changed, whatever their state.
 //
+// Compacted slots (see Compact) count as existing: they are finished, and
+// only a Reopen brings them back. Once the range is filled, it is recorded
+// as stored (unless a slot of the series was deleted meanwhile), so later
+// gap searches and Status skip it unread.
+//
 // Materialize is idempotent. If it fails midway, the chunks committed so far
 // stay, and running it again inserts the rest. A new range is found fastest
 // by Gaps once vacuumed; autovacuum does that after large inserts, or run
@@ -72,12 +77,21 @@ func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts Mater
 	if opts.SkipReason != "" {
 		status, message = StatusSkip, &opts.SkipReason
 	}
+	// Read before the gap search: the range filled is recorded as stored
+	// only if no slot of the series was deleted since.
+	var mark int64
+	if !opts.DryRun {
+		if err := c.inSnapshot(ctx, func(tx pgx.Tx) (err error) { mark, err = c.deletions(ctx, tx); return err }); err != nil {
+			return res, err
+		}
+	}
 	b := c.newBatch()
 	flush := func(last bool) error {
+		hi := b.runs[len(b.runs)-1].hi // b loses the slots compacted meanwhile
 		n, err := c.insertBatch(ctx, &b, status, message, last && status == StatusAvailable, res.Inserted)
 		res.Inserted += n
 		if err == nil && opts.Progress != nil {
-			done, _ := c.grid.Count(from, b.runs[len(b.runs)-1].hi)
+			done, _ := c.grid.Count(from, hi)
 			opts.Progress(done, total)
 		}
 		b.reset()
@@ -101,12 +115,16 @@ func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts Mater
 		}
 	}
 	if b.len() > 0 {
-		return res, flush(true)
-	}
-	if opts.Progress != nil {
+		if err := flush(true); err != nil {
+			return res, err
+		}
+	} else if opts.Progress != nil {
 		opts.Progress(total, total)
 	}
-	return res, nil
+	if opts.DryRun || !from.Before(to) {
+		return res, nil
+	}
+	return res, c.recordStored(ctx, from, to, mark)
 }
 
 // batch is one chunk of slots to insert: the runs of consecutive slots it is
@@ -179,6 +197,9 @@ func withConflictRetry(fn func(ignoreConflicts bool) error) error {
 // the series' writer lock: the count it reads cannot change under it, except
 // by writers that ignore the lock. SKIP slots are recorded in the history.
 func (c *Client) insertMissing(ctx context.Context, tx pgx.Tx, b *batch, status string, message *string, ignoreConflicts bool) (int64, error) {
+	if err := c.dropCompacted(ctx, tx, b); err != nil || b.len() == 0 {
+		return 0, err
+	}
 	have, err := c.countParts(ctx, tx, b.runs)
 	if err != nil {
 		return 0, err

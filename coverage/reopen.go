@@ -70,6 +70,10 @@ type ReopenResult struct {
 // COMMITTED re-checks the locked row, finds it no longer acquirable, and
 // keeps the lock until that transaction ends). Re-open it again shortly.
 //
+// Compacted slots (see Compact) of the range are brought back: inserted
+// again, AVAILABLE, as the generation after the highest compacted, with
+// the reason and a 'reopened' event, and counted in Reopened.
+//
 // Slots in flight are never changed and never waited for: ACQUIRED slots,
 // and slots another transaction has locked — including AVAILABLE slots that
 // a locked-mode worker is working on, found by trying to lock them too — are
@@ -109,10 +113,21 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts ReopenOpti
 		var h heldScan
 		err := c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
 			h = heldScan{}
+			// The writer lock orders this against a compaction of the
+			// chunk: compacted slots are brought back first, then the
+			// stored ones are re-opened.
+			if err := c.lockSeries(ctx, tx); err != nil {
+				return err
+			}
+			restored, err := c.restoreCompacted(ctx, tx, p, states, reason, opts.DryRun)
+			if err != nil {
+				return err
+			}
 			args := append([]any{c.name, c.interval, p.lo, p.hi, states, opts.Parked}, reasonArg...)
 			if err := scanRow(tx.QueryRow(ctx, sql, args...), &h, &n); err != nil {
 				return err
 			}
+			n += restored
 			if last && !opts.DryRun && res.Reopened+n > 0 {
 				return wake.Notify(ctx, tx, c.schema, wake.Event{Name: c.name, Interval: c.interval, Reason: "reopen"})
 			}

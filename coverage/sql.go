@@ -10,14 +10,19 @@ import (
 // statements are the client's SQL, rendered for its schema once. Every
 // statement is scoped to one series: $1 is the name, $2 the interval.
 type statements struct {
-	countParts, listParts              string
-	insertSlots, insertSlotsOrIgnore   string
-	insertRuns, insertRunsOrIgnore     string
-	skipSlots, skipSlotsOrIgnore       string
-	skipRuns, skipRunsOrIgnore         string
-	reopen, reopenDry, retry, retryDry string
-	skip, skipDry, counts, extent      string
-	history, current                   string
+	countParts, listParts                 string
+	insertSlots, insertSlotsOrIgnore      string
+	insertRuns, insertRunsOrIgnore        string
+	skipSlots, skipSlotsOrIgnore          string
+	skipRuns, skipRunsOrIgnore            string
+	reopen, reopenDry, retry, retryDry    string
+	skip, skipDry, extent, firstSlot      string
+	history, current                      string
+	covered, recordStored, deletions      string
+	lockDeletions                         string
+	compactedIn, openCounts               string
+	compact, compactCount, mergeCompacted string
+	restore, restoreSlots, compactedCount string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -193,23 +198,35 @@ var skipLogged = `,
 logged AS (` + logEvent + `
 	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed)`
 
-// counts also finds the open slot whose message was written last: only the
-// open rows with a message are sorted, and the winner's columns are read by
-// its key.
-const counts = `WITH c AS (SELECT
-	count(*) FILTER (WHERE s.status = 'COMPLETE') AS complete,
-	count(*) FILTER (WHERE s.status = 'SKIP') AS skip,
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND (s.not_before IS NULL OR s.not_before <= now_.t)) AS available,
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before > now_.t AND s.not_before <> 'infinity') AS backoff,
-	count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before = 'infinity') AS parked,
-	count(*) FILTER (WHERE s.status = 'ACQUIRED') AS acquired,
-	count(*) FILTER (WHERE s.status = 'ACQUIRED' AND s.lease_until < now_.t) AS expired,
-	min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')) AS oldest,
-	max(s.completed_at) AS last,
-	(array_agg(s.slot_start ORDER BY s.updated_at DESC) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED') AND s.message IS NOT NULL))[1] AS noted
-FROM {{schema}}.slot s, (SELECT clock_timestamp() AS t) now_
-WHERE ` + inRange + `)
-SELECT c.complete, c.skip, c.available, c.backoff, c.parked, c.acquired, c.expired, c.oldest, c.last,
+// openCounts counts the open slots of a range by state, from the partial
+// indexes on AVAILABLE and ACQUIRED slots (never reading finished rows),
+// the SKIP ones from theirs, and reads the completion time of the range's
+// newest COMPLETE slot by a backward walk of the primary key that stops at
+// the first COMPLETE row. It also finds the open slot whose message was
+// written last: only the open rows with a message are sorted, and the
+// winner's columns are read by its key.
+const openCounts = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
+o AS (
+	SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.message, s.updated_at
+	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'AVAILABLE'
+	UNION ALL
+	SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.message, s.updated_at
+	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'ACQUIRED'
+),
+c AS (SELECT
+	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND (o.not_before IS NULL OR o.not_before <= now_.t)) AS available,
+	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND o.not_before > now_.t AND o.not_before <> 'infinity') AS backoff,
+	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND o.not_before = 'infinity') AS parked,
+	count(*) FILTER (WHERE o.status = 'ACQUIRED') AS acquired,
+	count(*) FILTER (WHERE o.status = 'ACQUIRED' AND o.lease_until < now_.t) AS expired,
+	min(o.slot_start) AS oldest,
+	(array_agg(o.slot_start ORDER BY o.updated_at DESC) FILTER (WHERE o.message IS NOT NULL))[1] AS noted
+FROM o, now_)
+SELECT c.available, c.backoff, c.parked, c.acquired, c.expired,
+	(SELECT count(*) FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'SKIP'),
+	c.oldest,
+	(SELECT s.completed_at FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'COMPLETE'
+		ORDER BY s.slot_start DESC LIMIT 1),
 	c.noted, m.status, m.not_before = 'infinity', m.message, m.updated_at
 FROM c LEFT JOIN {{schema}}.slot m ON m.name = $1 AND m."interval" = $2 AND m.slot_start = c.noted`
 
@@ -223,8 +240,18 @@ const history = `SELECT at, event, generation, owner::text, fence, attempt, acto
 FROM {{schema}}.slot_event WHERE name = $1 AND "interval" = $2 AND slot_start = $3
 ORDER BY at`
 
-const extent = `SELECT min(s.slot_start), max(s.slot_start) FROM {{schema}}.slot s
-	WHERE s.name = $1 AND s."interval" = $2`
+// extent spans the stored slots and the compacted ranges: the start of the
+// first slot, and a microsecond inside the last one (its start, or the end
+// of the last compacted range less a microsecond).
+const extent = `SELECT min(e.lo), max(e.hi) FROM (
+	SELECT min(s.slot_start) AS lo, max(s.slot_start) AS hi FROM {{schema}}.slot s
+	WHERE s.name = $1 AND s."interval" = $2
+	UNION ALL
+	SELECT min(c.range_start), max(c.range_end) - interval '1 microsecond' FROM {{schema}}.slot_compacted c
+	WHERE c.name = $1 AND c."interval" = $2) e`
+
+// firstSlot is the start of the series' first slot row.
+const firstSlot = `SELECT min(s.slot_start) FROM {{schema}}.slot s WHERE s.name = $1 AND s."interval" = $2`
 
 // withChanged puts the data-modifying step, and the history it writes, into
 // a statement. A dry run puts in the SELECT of the rows it would change
@@ -253,9 +280,21 @@ func renderStatements(schema string) statements {
 		retryDry:            r(withChanged(retrySQL, `SELECT l.not_before = 'infinity' AS unparked FROM locked l`, "")),
 		skip:                r(withChanged(skip, skipUpdate, skipLogged)),
 		skipDry:             r(withChanged(skip, `SELECT 1 FROM locked`, "")),
-		counts:              r(counts),
 		current:             r(current),
 		history:             r(history),
 		extent:              r(extent),
+		firstSlot:           r(firstSlot),
+		covered:             r(coveredSQL),
+		recordStored:        r(recordStoredSQL),
+		lockDeletions:       r(lockDeletionsSQL),
+		deletions:           r(deletionsSQL),
+		compactedIn:         r(compactedInSQL),
+		openCounts:          r(openCounts),
+		compact:             r(compactSQL),
+		compactCount:        r(compactCountSQL),
+		mergeCompacted:      r(mergeCompactedSQL),
+		restore:             r(restoreSQL),
+		restoreSlots:        r(restoreSlotsSQL),
+		compactedCount:      r(compactedCountSQL),
 	}
 }

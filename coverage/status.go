@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Counts are the stored slots of a range by state.
+// Counts are the slots of a range by state.
 type Counts struct {
 	// Complete and Skip count the finished slots.
 	Complete, Skip int64
@@ -55,41 +55,15 @@ type Note struct {
 	At time.Time
 }
 
-// Counts returns the stored slots of [from, to) by state, and the last
-// note, read in one statement. It reads every row of the range. Errors for
-// an invalid range wrap slot.ErrInvalid.
-func (c *Client) Counts(ctx context.Context, from, to time.Time) (Counts, error) {
-	from, to, _, err := c.checkRange(from, to)
-	if err != nil {
-		return Counts{}, err
-	}
-	var n Counts
-	var oldest, last, noted, notedAt pgtype.Timestamptz
-	var status, message *string
-	var parked *bool
-	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, c.sql.counts, c.name, c.interval, from, to).Scan(
-			&n.Complete, &n.Skip, &n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &oldest, &last,
-			&noted, &status, &parked, &message, &notedAt)
-	})
-	if err != nil {
-		return Counts{}, err
-	}
-	n.OldestOpen, n.LastCompleted = c.inZone(oldest), c.inZone(last)
-	if noted.Valid && status != nil {
-		n.LastNote = &Note{Start: c.inZone(noted), Status: *status, Parked: deref(parked), Message: deref(message), At: c.inZone(notedAt)}
-	}
-	return n, nil
-}
-
 // Status summarizes the coverage of a range.
 type Status struct {
 	// From and To are the range, Slots the number of slots its grid holds.
 	From, To time.Time
 	Slots    int64
 	Counts
-	// Missing is the number of slots without a row, in Gaps maximal runs;
-	// FirstMissing is the start of the first, zero if none.
+	// Missing is the number of slots without a row (compacted slots are
+	// not missing), in Gaps maximal runs; FirstMissing is the start of the
+	// first, zero if none.
 	Missing, Gaps int64
 	FirstMissing  time.Time
 }
@@ -103,33 +77,103 @@ func (s Status) Covered() float64 {
 	return float64(s.Complete+s.Skip) * 100 / float64(s.Slots)
 }
 
+// Counts returns the slots of [from, to) by state, and the last note, read
+// from one snapshot (see Status, whose counts they are). Errors for an
+// invalid range wrap slot.ErrInvalid.
+func (c *Client) Counts(ctx context.Context, from, to time.Time) (Counts, error) {
+	st, err := c.Status(ctx, from, to)
+	return st.Counts, err
+}
+
 // Status summarizes [from, to): the slots by state (Counts), the missing
-// ones (Gaps) and the share finished. Errors for an invalid range wrap
-// slot.ErrInvalid.
+// ones (Gaps) and the share finished, all read from one snapshot. Errors
+// for an invalid range wrap slot.ErrInvalid.
+//
+// It costs O(gaps + open slots), not O(slots): finished rows are never
+// read. Open (AVAILABLE, ACQUIRED) and SKIP slots are counted from their
+// partial indexes, missing ones by the gap search, which skips stored and
+// compacted ranges (see Gaps), and COMPLETE ones are what is left of the
+// grid's slots:
+//
+//	Complete = Slots - Missing - open - SKIP
+//
+// Compacted slots (see Compact) count as COMPLETE or SKIP, as they were.
+// The counts are of the grid's slots: a row whose start is not a boundary
+// of the grid (written by another tool) is counted only when open or
+// skipped. LastCompleted is the completion time of the newest COMPLETE
+// slot by start (or, if later, of the compacted ones), not of the slot
+// completed last: that would mean reading every row.
 func (c *Client) Status(ctx context.Context, from, to time.Time) (Status, error) {
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{From: from.In(c.grid.Location()), To: to.In(c.grid.Location()), Slots: total}
-	if st.Counts, err = c.Counts(ctx, from, to); err != nil {
+	var st Status
+	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
+		st = Status{From: from.In(c.grid.Location()), To: to.In(c.grid.Location()), Slots: total}
+		return c.status(ctx, tx, &st)
+	})
+	if err != nil {
 		return Status{}, err
-	}
-	for g, err := range c.Gaps(ctx, from, to) {
-		if err != nil {
-			return Status{}, err
-		}
-		if st.Gaps == 0 {
-			st.FirstMissing = g.Start
-		}
-		st.Gaps++
-		st.Missing += g.Slots
 	}
 	return st, nil
 }
 
+// status fills st, whose range and slot count are set, in tx's snapshot.
+func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
+	from, to := st.From, st.To
+	var end time.Time // end of the last gap found, to join gaps across windows
+	for w := range splitRange(c.grid, part{from, to, st.Slots}, ceilDiv(st.Slots, windowSize)) {
+		found, err := c.searchGaps(ctx, tx, w)
+		if err != nil {
+			return err
+		}
+		for _, g := range found {
+			if st.Gaps == 0 {
+				st.FirstMissing = g.Start
+			}
+			if st.Gaps == 0 || !end.Equal(g.Start) {
+				st.Gaps++
+			}
+			st.Missing += g.Slots
+			end = g.End
+		}
+	}
+	n := &st.Counts
+	var oldest, last, noted, notedAt pgtype.Timestamptz
+	var status, message *string
+	var parked *bool
+	var skipRows int64
+	if err := tx.QueryRow(ctx, c.sql.openCounts, c.name, c.interval, from, to).Scan(
+		&n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &skipRows, &oldest, &last,
+		&noted, &status, &parked, &message, &notedAt); err != nil {
+		return err
+	}
+	n.OldestOpen, n.LastCompleted = c.inZone(oldest), c.inZone(last)
+	if noted.Valid && status != nil {
+		n.LastNote = &Note{Start: c.inZone(noted), Status: *status, Parked: deref(parked), Message: deref(message), At: c.inZone(notedAt)}
+	}
+	compacted, err := c.compactedIn(ctx, tx, from, to)
+	if err != nil {
+		return err
+	}
+	n.Skip = skipRows
+	for _, s := range compacted {
+		if s.status == StatusSkip {
+			k, _ := c.grid.Count(s.lo, s.hi) // within a validated range
+			n.Skip += k
+		}
+		if s.completedAt != nil && s.completedAt.After(n.LastCompleted) {
+			n.LastCompleted = s.completedAt.In(c.grid.Location())
+		}
+	}
+	n.Complete = max(0, st.Slots-st.Missing-n.Available-n.Backoff-n.Parked-n.Acquired-n.Skip)
+	return nil
+}
+
 // Extent returns the range from the first stored slot's start to the last
-// one's end on the grid; ok is false when the series has no slots.
+// one's end on the grid, compacted slots included; ok is false when the
+// series has no slots.
 func (c *Client) Extent(ctx context.Context) (from, to time.Time, ok bool, err error) {
 	var first, last pgtype.Timestamptz
 	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {

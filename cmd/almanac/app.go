@@ -197,7 +197,7 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.DurationVar(&a.retryTimeout, "retry-timeout", defaultRetryTimeout,
 		"how long to keep trying while the database is unreachable, full or restarting, before exiting with status 3 (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
-		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(),
+		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(), a.compactCommand(),
 		a.historyCommand(), a.failuresCommand(), a.runCommand(), a.serveCommand(),
 		a.demoCommand(), a.benchCommand())
 	return root

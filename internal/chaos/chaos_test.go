@@ -316,7 +316,7 @@ CREATE TRIGGER chaos_record AFTER UPDATE ON {{schema}}.slot FOR EACH ROW
     WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.fence IS DISTINCT FROM NEW.fence OR OLD.owner IS DISTINCT FROM NEW.owner)
     EXECUTE FUNCTION {{schema}}.chaos_record();
 GRANT USAGE ON SCHEMA {{schema}} TO `+hostileRole+`;
-GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {{schema}} TO `+hostileRole+`;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {{schema}} TO `+hostileRole+`;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {{schema}} TO `+hostileRole+`;`, r.schema))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestCompactCommand compacts one series then every series, keeps their
+// status, and refuses bad input with exit 2 and nothing written.
+func TestCompactCommand(t *testing.T) {
+	schema := coverageSchema(t)
+	day := []string{"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z"}
+	requireOK(t, cli(t, append([]string{"--schema", schema, "materialize", "sensor", "--interval", "PT5M"}, day...)...))
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE slot_start < '2026-03-01T02:00:00Z'`)
+	before := slotSnapshot(t, schema)
+
+	for _, tt := range []struct {
+		want string
+		args []string
+	}{
+		{"give one of --before T and --older-than D", nil},
+		{"give one of --before T and --older-than D", []string{"--before", "2026-03-01", "--older-than", "1d"}},
+		{`--older-than "soon"`, []string{"--older-than", "soon"}},
+		{`--older-than "-3d"`, []string{"--older-than", "-3d"}},
+		{`"yesterday"`, []string{"--before", "yesterday"}},
+		{"needs a series NAME", []string{"--interval", "PT5M", "--before", "2026-03-01"}},
+		{"not found", []string{"nope", "--interval", "PT5M", "--before", "2026-03-01"}},
+		{"--interval is required", []string{"sensor", "--before", "2026-03-01"}},
+		{"at most one series NAME", []string{"sensor", "billing", "--before", "2026-03-01"}},
+	} {
+		args := append([]string{"--schema", schema, "compact"}, tt.args...)
+		r := cli(t, args...)
+		require.Equal(t, 2, r.code, "%q: stderr %s", args, r.stderr)
+		require.Contains(t, r.stderr, tt.want, "%q", args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
+	require.Equal(t, before, slotSnapshot(t, schema), "nothing was written")
+
+	sensor := []string{"--schema", schema, "--json", "compact", "sensor", "--interval", "PT5M", "--before", "2026-03-01T01:00:00Z"}
+	dry := decode[compactResult](t, cli(t, append(sensor, "--dry-run")...))
+	require.Equal(t, compactResult{DryRun: true, Before: "2026-03-01T01:00:00Z", Series: 1, Compacted: 12}, dry)
+	require.Equal(t, before, slotSnapshot(t, schema), "a dry run writes nothing")
+	res := decode[compactResult](t, cli(t, sensor...))
+	require.Equal(t, compactResult{Before: "2026-03-01T01:00:00Z", Series: 1, Compacted: 12, Ranges: 1}, res)
+
+	// Every series, by age: the rest of the finished slots.
+	r := cli(t, "--schema", schema, "compact", "--older-than", "PT24H")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "compacted 12 finished slot(s) of 2 series")
+	st := decode[statusResult](t, cli(t, append([]string{"--schema", schema, "--json", "status", "sensor", "--interval", "PT5M"}, day...)...))
+	require.Equal(t, int64(24), st.Complete, "compacted slots are still complete")
+	require.Equal(t, int64(264), st.Available)
+	st = decode[statusResult](t, cli(t, "--schema", schema, "--json", "status", "sensor", "--interval", "PT5M"))
+	require.Equal(t, "2026-03-01T00:00:00Z", *st.From, "the default range includes compacted slots")
+	require.Equal(t, int64(24), st.Complete)
+}
