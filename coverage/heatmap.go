@@ -3,6 +3,7 @@ package coverage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -154,7 +155,10 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 				h.LastCompleted = t
 			}
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return c.addCompacted(ctx, tx, &h)
 	})
 	if err != nil {
 		return Heatmap{}, err
@@ -171,6 +175,41 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 		h.Total.Missing += b.Missing
 	}
 	return h, nil
+}
+
+// addCompacted counts the compacted slots of h's range (see Compact) in
+// its buckets as they were, COMPLETE or SKIP, not missing, and their
+// latest completion.
+func (c *Client) addCompacted(ctx context.Context, tx pgx.Tx, h *Heatmap) error {
+	cs, err := c.compactedIn(ctx, tx, h.From, h.To)
+	if err != nil {
+		return err
+	}
+	for _, s := range cs {
+		// The first bucket that ends after the span starts: buckets tile
+		// the range in order.
+		i, _ := slices.BinarySearchFunc(h.Buckets, s.lo, func(b Bucket, t time.Time) int {
+			if b.End.After(t) {
+				return 1
+			}
+			return -1
+		})
+		for ; i < len(h.Buckets) && h.Buckets[i].Start.Before(s.hi); i++ {
+			b := &h.Buckets[i]
+			k, _ := c.grid.Count(maxTime(b.Start, s.lo), minTime(b.End, s.hi)) // within a validated range
+			k = min(k, b.Missing)
+			b.Missing -= k
+			if s.status == StatusSkip {
+				b.Skipped += k
+			} else {
+				b.Complete += k
+			}
+		}
+		if s.completedAt != nil && s.completedAt.After(h.LastCompleted) {
+			h.LastCompleted = s.completedAt.In(c.grid.Location())
+		}
+	}
+	return nil
 }
 
 // buckets splits [from, to), which holds total slots, into at most max

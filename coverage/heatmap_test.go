@@ -93,3 +93,45 @@ func TestHeatmapYears(t *testing.T) {
 		require.Equal(t, h.Total.Slots, h.Total.Missing)
 	}
 }
+
+// TestHeatmapCompacted: compacted slots count as they were, COMPLETE or
+// SKIP, never missing, in the buckets they fall in, cut by the range.
+func TestHeatmapCompacted(t *testing.T) {
+	f := newFixture(t, series(t, "hmc", "PT1H", "UTC", time.Time{}), Options{ChunkSize: 7})
+	ctx := context.Background()
+	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
+	at := func(d, h int) time.Time { return time.Date(2026, 1, d, h, 0, 0, 0, time.UTC) }
+	_, err := f.c.Materialize(ctx, day(1), day(4), MaterializeOptions{})
+	require.NoError(t, err)
+	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = $1 WHERE slot_start < $2`, at(3, 23), day(3))
+	f.exec(`UPDATE {{schema}}.slot SET status = 'SKIP', completed_at = NULL WHERE slot_start >= $1 AND slot_start < $2`, at(1, 20), at(2, 2))
+	f.exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', completed_at = NULL WHERE slot_start = $1`, at(2, 5))
+	f.exec(`DELETE FROM {{schema}}.slot WHERE slot_start = $1`, at(2, 6))
+	before, err := f.c.Heatmap(ctx, day(1), day(4), 10)
+	require.NoError(t, err)
+
+	// Day 1 and day 2 but its last hours: 20:00 to 02:00 skipped, 05:00
+	// open, 06:00 missing.
+	res, err := f.c.Compact(ctx, at(2, 20), CompactOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 24+20-2, res.Compacted)
+	h, err := f.c.Heatmap(ctx, day(1), day(4), 10)
+	require.NoError(t, err)
+	require.Equal(t, UnitDay, h.Unit)
+	require.Equal(t, before.Buckets, h.Buckets, "compaction changes no count")
+	require.Equal(t, before.Total, h.Total)
+	require.Equal(t, Bucket{Start: day(1), End: day(2), Slots: 24, Complete: 20, Skipped: 4}, h.Buckets[0])
+	require.Equal(t, Bucket{Start: day(2), End: day(3), Slots: 24, Complete: 20, Skipped: 2, Open: 1, Missing: 1}, h.Buckets[1])
+	require.Equal(t, Bucket{Start: day(3), End: day(4), Slots: 24, Open: 24}, h.Buckets[2])
+	require.True(t, h.LastCompleted.Equal(at(3, 23)), "last completed %s", h.LastCompleted)
+	require.True(t, h.OldestOpen.Equal(at(2, 5)), "oldest open %s", h.OldestOpen)
+
+	// Slots, cut within a compacted SKIP run and a COMPLETE one.
+	h, err = f.c.Heatmap(ctx, at(1, 22), at(2, 8), 100)
+	require.NoError(t, err)
+	require.Equal(t, UnitSlot, h.Unit)
+	require.Equal(t, Bucket{Start: at(1, 22), End: at(2, 8), Slots: 10, Complete: 4, Skipped: 4, Open: 1, Missing: 1}, h.Total)
+	require.Equal(t, int64(1), h.Buckets[0].Skipped)
+	require.Equal(t, int64(1), h.Buckets[4].Complete)
+	require.Equal(t, int64(1), h.Buckets[8].Missing)
+}
