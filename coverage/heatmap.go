@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -83,34 +82,24 @@ type Heatmap struct {
 	OldestOpen, LastCompleted time.Time
 }
 
-// heatmapSQL counts the rows of each bucket [lo, hi) by state, one row per
-// bucket that has rows, in one statement: each bucket is an index range of
-// the primary key, read once. Missing slots are what the grid has and the
-// rows do not (the caller's subtraction), so no row is ever made per slot.
-// No clock is read: parked is not_before 'infinity', failed a failure count
-// since the last success or re-open, whether its retry is due or not.
-const heatmapSQL = `SELECT b.i, x.stored, x.complete, x.skipped, x.in_flight, x.failed, x.parked, x.oldest, x.last
-FROM unnest($3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS b(lo, hi, i),
-LATERAL (SELECT count(*) AS stored,
-		count(*) FILTER (WHERE s.status = 'COMPLETE') AS complete,
-		count(*) FILTER (WHERE s.status = 'SKIP') AS skipped,
-		count(*) FILTER (WHERE s.status = 'ACQUIRED') AS in_flight,
-		count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.fail_count > 0 AND s.not_before IS DISTINCT FROM 'infinity') AS failed,
-		count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before = 'infinity') AS parked,
-		min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')) AS oldest,
-		max(s.completed_at) AS last
-	FROM {{schema}}.slot s
-	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start >= b.lo AND s.slot_start < b.hi) x
-WHERE x.stored > 0
-ORDER BY b.i`
-
 // Heatmap counts the slots of [from, to) by state in at most buckets
 // buckets (1 to MaxHeatmapBuckets): single slots when the range holds no
 // more than buckets of them, else the finest calendar unit longer than the
 // interval (minute, hour, day, month, year) that fits, in the series' zone.
-// It reads the range's rows once, in one statement, and sends one row per
-// bucket; memory is O(buckets). Errors for an invalid range or bucket
-// count wrap slot.ErrInvalid.
+// Errors for an invalid range or bucket count wrap slot.ErrInvalid.
+//
+// It counts as Status does, from one snapshot, at O(gaps + open and
+// skipped slots + buckets), never reading COMPLETE rows: the missing
+// slots come from one gap search of the range (which skips stored and
+// compacted ranges, see Gaps), split among the buckets; the open, in
+// flight, failed, parked and skipped ones from the partial indexes, one
+// row per bucket that has any; compacted SKIP runs add to Skipped; and
+// Complete is what is left of each bucket's slots. Compacted slots count
+// as they were, COMPLETE or SKIP. A row whose start is not a boundary of
+// the grid (written by another tool) is counted only when open or
+// skipped. LastCompleted is the completion time of the range's newest
+// COMPLETE slot by start (or, if later, of the compacted ones), as in
+// Status. Memory is O(gaps + buckets).
 func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (Heatmap, error) {
 	if buckets < 1 || buckets > MaxHeatmapBuckets {
 		return Heatmap{}, slot.NewInputError(fmt.Sprintf("heatmap buckets %d: expected 1 to %d", buckets, MaxHeatmapBuckets))
@@ -122,49 +111,38 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 	loc := c.grid.Location()
 	h := Heatmap{From: from.In(loc), To: to.In(loc)}
 	h.Unit, h.Step, h.Buckets = c.buckets(h.From, h.To, total, buckets)
-	los := make([]time.Time, len(h.Buckets))
-	his := make([]time.Time, len(h.Buckets))
-	for i, b := range h.Buckets {
-		los[i], his[i] = b.Start, b.End
-	}
 	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, sqlschema.Render(heatmapSQL, c.schema), c.name, c.interval, los, his)
+		gaps, err := c.missingIn(ctx, tx, part{from, to, total})
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var i int
-			var stored int64
-			var oldest, last pgtype.Timestamptz
-			b := Bucket{}
-			if err := rows.Scan(&i, &stored, &b.Complete, &b.Skipped, &b.InFlight, &b.Failed, &b.Parked, &oldest, &last); err != nil {
-				return err
-			}
-			b.Open = stored - b.Complete - b.Skipped - b.InFlight - b.Failed - b.Parked
-			p := &h.Buckets[i-1]
-			p.Complete, p.Skipped, p.Open, p.InFlight, p.Failed, p.Parked = b.Complete, b.Skipped, b.Open, b.InFlight, b.Failed, b.Parked
-			// Rows whose starts are off the grid (written by another tool)
-			// can outnumber the grid's slots; a bucket never shows fewer
-			// than zero missing.
-			p.Missing = max(0, p.Slots-stored)
-			if t := c.inZone(oldest); !t.IsZero() && (h.OldestOpen.IsZero() || t.Before(h.OldestOpen)) {
-				h.OldestOpen = t
-			}
-			if t := c.inZone(last); t.After(h.LastCompleted) {
-				h.LastCompleted = t
-			}
+		for _, g := range gaps {
+			c.eachInBuckets(h.Buckets, span{g.Start, g.End}, func(b *Bucket, k int64) { b.Missing += k })
 		}
-		if err := rows.Err(); err != nil {
+		if err := c.heatmapRows(ctx, tx, &h); err != nil {
 			return err
 		}
-		return c.addCompacted(ctx, tx, &h)
+		cs, err := c.compactedIn(ctx, tx, from, to)
+		if err != nil {
+			return err
+		}
+		for _, s := range cs {
+			if s.status == StatusSkip {
+				c.eachInBuckets(h.Buckets, s.span, func(b *Bucket, k int64) { b.Skipped += k })
+			}
+			if s.completedAt != nil && s.completedAt.After(h.LastCompleted) {
+				h.LastCompleted = s.completedAt.In(loc)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return Heatmap{}, err
 	}
 	h.Total = Bucket{Start: h.From, End: h.To}
-	for _, b := range h.Buckets {
+	for i := range h.Buckets {
+		b := &h.Buckets[i]
+		b.Complete = max(0, b.Slots-b.Missing-b.Skipped-b.Open-b.InFlight-b.Failed-b.Parked)
 		h.Total.Slots += b.Slots
 		h.Total.Complete += b.Complete
 		h.Total.Skipped += b.Skipped
@@ -177,49 +155,63 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 	return h, nil
 }
 
-// addCompacted counts the compacted slots of h's range (see Compact) in
-// its buckets as they were, COMPLETE or SKIP, not missing, and their
-// latest completion.
-func (c *Client) addCompacted(ctx context.Context, tx pgx.Tx, h *Heatmap) error {
-	cs, err := c.compactedIn(ctx, tx, h.From, h.To)
+// heatmapRows adds the open and skipped rows of h's range to its buckets,
+// and reads the oldest open slot and the last completion.
+func (c *Client) heatmapRows(ctx context.Context, tx pgx.Tx, h *Heatmap) error {
+	starts := make([]time.Time, len(h.Buckets))
+	for i, b := range h.Buckets {
+		starts[i] = b.Start
+	}
+	rows, err := tx.Query(ctx, c.sql.heatmapCounts, c.name, c.interval, h.From, h.To, starts)
 	if err != nil {
 		return err
 	}
-	for _, s := range cs {
-		// The first bucket that ends after the span starts: buckets tile
-		// the range in order.
-		i, _ := slices.BinarySearchFunc(h.Buckets, s.lo, func(b Bucket, t time.Time) int {
-			if b.End.After(t) {
-				return 1
-			}
-			return -1
-		})
-		for ; i < len(h.Buckets) && h.Buckets[i].Start.Before(s.hi); i++ {
-			b := &h.Buckets[i]
-			k, _ := c.grid.Count(maxTime(b.Start, s.lo), minTime(b.End, s.hi)) // within a validated range
-			k = min(k, b.Missing)
-			b.Missing -= k
-			if s.status == StatusSkip {
-				b.Skipped += k
-			} else {
-				b.Complete += k
-			}
+	var i int
+	var skipped, inFlight, failed, parked, available int64
+	var oldest, last pgtype.Timestamptz
+	_, err = pgx.ForEachRow(rows, []any{&i, &skipped, &inFlight, &failed, &parked, &available, &oldest, &last}, func() error {
+		if i == 0 {
+			h.LastCompleted = maxTime(h.LastCompleted, c.inZone(last))
+			return nil
 		}
-		if s.completedAt != nil && s.completedAt.After(h.LastCompleted) {
-			h.LastCompleted = s.completedAt.In(c.grid.Location())
+		b := &h.Buckets[i-1]
+		b.Skipped += skipped
+		b.InFlight, b.Failed, b.Parked = inFlight, failed, parked
+		b.Open = available - failed - parked
+		if t := c.inZone(oldest); !t.IsZero() && (h.OldestOpen.IsZero() || t.Before(h.OldestOpen)) {
+			h.OldestOpen = t
+		}
+		return nil
+	})
+	return err
+}
+
+// eachInBuckets calls fn with each bucket that s overlaps and the number
+// of grid slots of s that start in it. Buckets tile their range in order;
+// s lies within it.
+func (c *Client) eachInBuckets(buckets []Bucket, s span, fn func(b *Bucket, slots int64)) {
+	// The first bucket that ends after s starts.
+	i, _ := slices.BinarySearchFunc(buckets, s.lo, func(b Bucket, t time.Time) int {
+		if b.End.After(t) {
+			return 1
+		}
+		return -1
+	})
+	for ; i < len(buckets) && buckets[i].Start.Before(s.hi); i++ {
+		b := &buckets[i]
+		if k, _ := c.grid.Count(maxTime(b.Start, s.lo), minTime(b.End, s.hi)); k > 0 { // within a validated range
+			fn(b, k)
 		}
 	}
-	return nil
 }
 
 // buckets splits [from, to), which holds total slots, into at most max
-// buckets with their grid slot counts and every slot counted missing until
-// the rows say otherwise.
+// buckets with their grid slot counts.
 func (c *Client) buckets(from, to time.Time, total int64, max int) (string, int, []Bucket) {
 	var out []Bucket
 	add := func(lo, hi time.Time) {
 		n, _ := c.grid.Count(lo, hi)
-		out = append(out, Bucket{Start: lo, End: hi, Slots: n, Missing: n})
+		out = append(out, Bucket{Start: lo, End: hi, Slots: n})
 	}
 	if total <= int64(max) {
 		for sl := range c.grid.Slots(from, to) {

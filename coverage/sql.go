@@ -10,19 +10,19 @@ import (
 // statements are the client's SQL, rendered for its schema once. Every
 // statement is scoped to one series: $1 is the name, $2 the interval.
 type statements struct {
-	countParts, listParts                 string
-	insertSlots, insertSlotsOrIgnore      string
-	insertRuns, insertRunsOrIgnore        string
-	skipSlots, skipSlotsOrIgnore          string
-	skipRuns, skipRunsOrIgnore            string
-	reopen, reopenDry, retry, retryDry    string
-	skip, skipDry, extent, firstSlot      string
-	history, current                      string
-	covered, recordStored, deletions      string
-	lockDeletions                         string
-	compactedIn, openCounts               string
-	compact, compactCount, mergeCompacted string
-	restore, restoreSlots, compactedCount string
+	countParts, listParts                  string
+	insertSlots, insertSlotsOrIgnore       string
+	insertRuns, insertRunsOrIgnore         string
+	skipSlots, skipSlotsOrIgnore           string
+	skipRuns, skipRunsOrIgnore             string
+	reopen, reopenDry, retry, retryDry     string
+	skip, skipDry, extent, firstSlot       string
+	history, current                       string
+	covered, recordStored, deletions       string
+	lockDeletions                          string
+	compactedIn, openCounts, heatmapCounts string
+	compact, compactCount, mergeCompacted  string
+	restore, restoreSlots, compactedCount  string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -198,21 +198,26 @@ var skipLogged = `,
 logged AS (` + logEvent + `
 	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed)`
 
-// openCounts counts the open slots of a range by state, from the partial
-// indexes on AVAILABLE and ACQUIRED slots (never reading finished rows),
-// the SKIP ones from theirs, and reads the completion time of the range's
-// newest COMPLETE slot by a backward walk of the primary key that stops at
-// the first COMPLETE row. It also finds the open slot whose message was
-// written last: only the open rows with a message are sorted, and the
-// winner's columns are read by its key.
-const openCounts = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
-o AS (
-	SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.message, s.updated_at
+// openRows selects the open rows (AVAILABLE, ACQUIRED) of [$3, $4) from
+// their partial indexes, never reading finished rows.
+const openRows = `SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.fail_count, s.message, s.updated_at
 	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'AVAILABLE'
 	UNION ALL
-	SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.message, s.updated_at
-	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'ACQUIRED'
-),
+	SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.fail_count, s.message, s.updated_at
+	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'ACQUIRED'`
+
+// lastCompleted reads the completion time of the newest COMPLETE slot of
+// [$3, $4) by a backward walk of the primary key that stops at the first
+// COMPLETE row.
+const lastCompleted = `(SELECT s.completed_at FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'COMPLETE'
+		ORDER BY s.slot_start DESC LIMIT 1)`
+
+// openCounts counts the open slots of a range by state (openRows), the
+// SKIP ones from their partial index, and reads lastCompleted. It also
+// finds the open slot whose message was written last: only the open rows
+// with a message are sorted, and the winner's columns are read by its key.
+const openCounts = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
+o AS (` + openRows + `),
 c AS (SELECT
 	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND (o.not_before IS NULL OR o.not_before <= now_.t)) AS available,
 	count(*) FILTER (WHERE o.status = 'AVAILABLE' AND o.not_before > now_.t AND o.not_before <> 'infinity') AS backoff,
@@ -224,11 +229,32 @@ c AS (SELECT
 FROM o, now_)
 SELECT c.available, c.backoff, c.parked, c.acquired, c.expired,
 	(SELECT count(*) FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'SKIP'),
-	c.oldest,
-	(SELECT s.completed_at FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'COMPLETE'
-		ORDER BY s.slot_start DESC LIMIT 1),
+	c.oldest, ` + lastCompleted + `,
 	c.noted, m.status, m.not_before = 'infinity', m.message, m.updated_at
 FROM c LEFT JOIN {{schema}}.slot m ON m.name = $1 AND m."interval" = $2 AND m.slot_start = c.noted`
+
+// heatmapCounts counts the open rows (openRows) and the SKIP ones (from
+// their partial index) of [$3, $4) in the buckets whose starts are $5 (in
+// order; a bucket ends where the next starts), one row per bucket i (from
+// 1) that has any; the row of bucket 0 carries lastCompleted. COMPLETE rows
+// are never read: they are what is left of a bucket's slots. No clock is
+// read: parked is not_before 'infinity', failed a failure count since the
+// last success or re-open, whether its retry is due or not.
+const heatmapCounts = `WITH o AS (` + openRows + `),
+open_ AS (SELECT width_bucket(o.slot_start, $5::timestamptz[]) AS i,
+		count(*) FILTER (WHERE o.status = 'ACQUIRED') AS in_flight,
+		count(*) FILTER (WHERE o.status = 'AVAILABLE' AND o.fail_count > 0 AND o.not_before IS DISTINCT FROM 'infinity') AS failed,
+		count(*) FILTER (WHERE o.status = 'AVAILABLE' AND o.not_before = 'infinity') AS parked,
+		count(*) FILTER (WHERE o.status = 'AVAILABLE') AS available,
+		min(o.slot_start) AS oldest
+	FROM o GROUP BY 1),
+skip_ AS (SELECT width_bucket(s.slot_start, $5::timestamptz[]) AS i, count(*) AS skipped
+	FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'SKIP' GROUP BY 1)
+SELECT 0, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, NULL::timestamptz, ` + lastCompleted + `
+UNION ALL
+SELECT i, coalesce(k.skipped, 0), coalesce(p.in_flight, 0), coalesce(p.failed, 0), coalesce(p.parked, 0),
+	coalesce(p.available, 0), p.oldest, NULL
+FROM open_ p FULL JOIN skip_ k USING (i)`
 
 const current = `SELECT status, generation, attempts, fail_count, fence, owner::text, lease_until, not_before, message,
 	created_at, updated_at, completed_at
@@ -290,6 +316,7 @@ func renderStatements(schema string) statements {
 		deletions:           r(deletionsSQL),
 		compactedIn:         r(compactedInSQL),
 		openCounts:          r(openCounts),
+		heatmapCounts:       r(heatmapCounts),
 		compact:             r(compactSQL),
 		compactCount:        r(compactCountSQL),
 		mergeCompacted:      r(mergeCompactedSQL),

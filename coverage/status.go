@@ -122,22 +122,15 @@ func (c *Client) Status(ctx context.Context, from, to time.Time) (Status, error)
 // status fills st, whose range and slot count are set, in tx's snapshot.
 func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	from, to := st.From, st.To
-	var end time.Time // end of the last gap found, to join gaps across windows
-	for w := range splitRange(c.grid, part{from, to, st.Slots}, ceilDiv(st.Slots, windowSize)) {
-		found, err := c.searchGaps(ctx, tx, w)
-		if err != nil {
-			return err
-		}
-		for _, g := range found {
-			if st.Gaps == 0 {
-				st.FirstMissing = g.Start
-			}
-			if st.Gaps == 0 || !end.Equal(g.Start) {
-				st.Gaps++
-			}
-			st.Missing += g.Slots
-			end = g.End
-		}
+	gaps, err := c.missingIn(ctx, tx, part{from, to, st.Slots})
+	if err != nil {
+		return err
+	}
+	for _, g := range gaps {
+		st.Missing += g.Slots
+	}
+	if st.Gaps = int64(len(gaps)); st.Gaps > 0 {
+		st.FirstMissing = gaps[0].Start
 	}
 	n := &st.Counts
 	var oldest, last, noted, notedAt pgtype.Timestamptz
@@ -169,6 +162,24 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	}
 	n.Complete = max(0, st.Slots-st.Missing-n.Available-n.Backoff-n.Parked-n.Acquired-n.Skip)
 	return nil
+}
+
+// missingIn returns the gaps of p, in order and merged across the gap
+// search's windows, read in tx's snapshot.
+func (c *Client) missingIn(ctx context.Context, tx pgx.Tx, p part) ([]Gap, error) {
+	var gaps []Gap
+	for w := range splitRange(c.grid, p, ceilDiv(p.want, windowSize)) {
+		found, err := c.searchGaps(ctx, tx, w)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(gaps); n > 0 && len(found) > 0 && gaps[n-1].End.Equal(found[0].Start) {
+			gaps[n-1].End, gaps[n-1].Slots = found[0].End, gaps[n-1].Slots+found[0].Slots
+			found = found[1:]
+		}
+		gaps = append(gaps, found...)
+	}
+	return gaps, nil
 }
 
 // Extent returns the range from the first stored slot's start to the last
