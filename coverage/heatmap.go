@@ -112,17 +112,23 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 	h := Heatmap{From: from.In(loc), To: to.In(loc)}
 	h.Unit, h.Step, h.Buckets = c.buckets(h.From, h.To, total, buckets)
 	err = c.inSnapshot(ctx, func(tx pgx.Tx) error {
-		gaps, err := c.missingIn(ctx, tx, part{from, to, total})
+		cov, err := c.covered(ctx, tx, from, to)
 		if err != nil {
 			return err
 		}
-		for _, g := range gaps {
-			c.eachInBuckets(h.Buckets, span{g.Start, g.End}, func(b *Bucket, k int64) { b.Missing += k })
-		}
-		if err := c.heatmapRows(ctx, tx, &h); err != nil {
+		cs, err := c.compactedIn(ctx, tx, from, to)
+		if err != nil {
 			return err
 		}
-		cs, err := c.compactedIn(ctx, tx, from, to)
+		var outside int64
+		for _, p := range c.uncovered(part{from, to, total}, cov) {
+			outside += p.want
+		}
+		if outside > total/2 {
+			err = c.heatmapAllRows(ctx, tx, &h, cs)
+		} else {
+			err = c.heatmapGapsAndRows(ctx, tx, &h, part{from, to, total})
+		}
 		if err != nil {
 			return err
 		}
@@ -155,9 +161,17 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 	return h, nil
 }
 
-// heatmapRows adds the open and skipped rows of h's range to its buckets,
-// and reads the oldest open slot and the last completion.
-func (c *Client) heatmapRows(ctx context.Context, tx pgx.Tx, h *Heatmap) error {
+// heatmapGapsAndRows counts p, h's range, by a gap search and the open and
+// skipped rows: the missing slots of its buckets, the open and skipped
+// ones, the oldest open slot and the last completion.
+func (c *Client) heatmapGapsAndRows(ctx context.Context, tx pgx.Tx, h *Heatmap, p part) error {
+	gaps, err := c.missingIn(ctx, tx, p)
+	if err != nil {
+		return err
+	}
+	for _, g := range gaps {
+		c.eachInBuckets(h.Buckets, span{g.Start, g.End}, func(b *Bucket, k int64) { b.Missing += k })
+	}
 	starts := make([]time.Time, len(h.Buckets))
 	for i, b := range h.Buckets {
 		starts[i] = b.Start
@@ -184,6 +198,47 @@ func (c *Client) heatmapRows(ctx context.Context, tx pgx.Tx, h *Heatmap) error {
 		return nil
 	})
 	return err
+}
+
+// heatmapAllRows counts h's buckets by reading every row of its range:
+// missing slots are the grid's slots without a row, less the compacted
+// ones (cs), which have none; its skipped ones are added by the caller.
+func (c *Client) heatmapAllRows(ctx context.Context, tx pgx.Tx, h *Heatmap, cs []compactedSpan) error {
+	los := make([]time.Time, len(h.Buckets))
+	his := make([]time.Time, len(h.Buckets))
+	for i := range h.Buckets {
+		b := &h.Buckets[i]
+		los[i], his[i] = b.Start, b.End
+		b.Missing = b.Slots // until its rows say otherwise
+	}
+	rows, err := tx.Query(ctx, c.sql.heatmapAllRows, c.name, c.interval, los, his)
+	if err != nil {
+		return err
+	}
+	var i int
+	var stored, complete, skipped, inFlight, failed, parked int64
+	var oldest, last pgtype.Timestamptz
+	_, err = pgx.ForEachRow(rows, []any{&i, &stored, &complete, &skipped, &inFlight, &failed, &parked, &oldest, &last}, func() error {
+		b := &h.Buckets[i-1]
+		b.Skipped, b.InFlight, b.Failed, b.Parked = skipped, inFlight, failed, parked
+		b.Open = stored - complete - skipped - inFlight - failed - parked
+		// Rows whose starts are off the grid (written by another tool)
+		// can outnumber the grid's slots; a bucket never shows fewer
+		// than zero missing.
+		b.Missing = max(0, b.Slots-stored)
+		if t := c.inZone(oldest); !t.IsZero() && (h.OldestOpen.IsZero() || t.Before(h.OldestOpen)) {
+			h.OldestOpen = t
+		}
+		h.LastCompleted = maxTime(h.LastCompleted, c.inZone(last))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, s := range cs {
+		c.eachInBuckets(h.Buckets, s.span, func(b *Bucket, k int64) { b.Missing -= min(k, b.Missing) })
+	}
+	return nil
 }
 
 // eachInBuckets calls fn with each bucket that s overlaps and the number
