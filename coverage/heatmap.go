@@ -211,7 +211,7 @@ func (c *Client) heatmapAllRows(ctx context.Context, tx pgx.Tx, h *Heatmap, cs [
 		los[i], his[i] = b.Start, b.End
 		b.Missing = b.Slots // until its rows say otherwise
 	}
-	rows, err := tx.Query(ctx, c.sql.heatmapAllRows, c.name, c.interval, los, his)
+	rows, err := tx.Query(ctx, c.sql.heatmapAllRows, c.name, c.interval, h.From, h.To, los, his)
 	if err != nil {
 		return err
 	}

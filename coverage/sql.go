@@ -260,21 +260,20 @@ FROM open_ p FULL JOIN skip_ k USING (i)`
 // heatmapAllRows counts the rows of each bucket [lo, hi) by state, one row
 // per bucket that has rows, in one statement: each bucket is an index
 // range of the primary key, read once (for a range the stored and
-// compacted ranges mostly do not cover). Missing slots are what the grid
-// has and the rows do not (the caller's subtraction), so no row is ever
-// made per slot.
+// compacted ranges mostly do not cover), with the range [$3, $4)'s
+// lastCompleted in every row. Missing slots are what the grid has and the
+// rows do not (the caller's subtraction), so no row is ever made per slot.
 // No clock is read: parked is not_before 'infinity', failed a failure count
 // since the last success or re-open, whether its retry is due or not.
-const heatmapAllRows = `SELECT b.i, x.stored, x.complete, x.skipped, x.in_flight, x.failed, x.parked, x.oldest, x.last
-FROM unnest($3::timestamptz[], $4::timestamptz[]) WITH ORDINALITY AS b(lo, hi, i),
+const heatmapAllRows = `SELECT b.i, x.stored, x.complete, x.skipped, x.in_flight, x.failed, x.parked, x.oldest, ` + lastCompleted + `
+FROM unnest($5::timestamptz[], $6::timestamptz[]) WITH ORDINALITY AS b(lo, hi, i),
 LATERAL (SELECT count(*) AS stored,
 		count(*) FILTER (WHERE s.status = 'COMPLETE') AS complete,
 		count(*) FILTER (WHERE s.status = 'SKIP') AS skipped,
 		count(*) FILTER (WHERE s.status = 'ACQUIRED') AS in_flight,
 		count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.fail_count > 0 AND s.not_before IS DISTINCT FROM 'infinity') AS failed,
 		count(*) FILTER (WHERE s.status = 'AVAILABLE' AND s.not_before = 'infinity') AS parked,
-		min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')) AS oldest,
-		max(s.completed_at) AS last
+		min(s.slot_start) FILTER (WHERE s.status IN ('AVAILABLE', 'ACQUIRED')) AS oldest
 	FROM {{schema}}.slot s
 	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start >= b.lo AND s.slot_start < b.hi) x
 WHERE x.stored > 0

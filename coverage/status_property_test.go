@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -102,8 +103,9 @@ func (f *fixture) randomStep(rng *rand.Rand, from, to time.Time) {
 	}
 }
 
-// requireNaiveStatus checks Status and Gaps of [from, to) against every
-// row and every grid slot, read one by one.
+// requireNaiveStatus checks Status, Gaps and Heatmap (both of its ways,
+// see fixture.heatmap) of [from, to) against every row and every grid
+// slot, read one by one.
 func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 	f.t.Helper()
 	ctx := context.Background()
@@ -111,21 +113,30 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 	got, err := f.c.Status(ctx, from, to)
 	require.NoError(f.t, err)
 	gaps := f.gaps(from, to)
+	h := f.heatmap(from, to, 8)
+	var wantBuckets []Bucket
+	for _, b := range h.Buckets {
+		wantBuckets = append(wantBuckets, Bucket{Start: b.Start, End: b.End, Slots: b.Slots})
+	}
 
 	// Each row's state, classified by the database clock as the report does.
-	type stored struct{ status, kind string }
+	type stored struct {
+		status, kind string
+		failed       bool
+	}
 	rows := map[int64]stored{}
 	rs, err := f.db.Pool.Query(ctx, sqlschema.Render(`SELECT slot_start, status,
 		CASE WHEN status = 'ACQUIRED' AND lease_until < clock_timestamp() THEN 'expired'
 			WHEN status = 'ACQUIRED' THEN 'acquired'
 			WHEN not_before IS NULL OR not_before <= clock_timestamp() THEN 'available'
 			WHEN not_before = 'infinity' THEN 'parked'
-			ELSE 'backoff' END
+			ELSE 'backoff' END,
+		fail_count > 0
 		FROM {{schema}}.slot WHERE name = $1 AND "interval" = $2`, f.db.Schema), f.grid.Name(), f.grid.Interval().String())
 	require.NoError(f.t, err)
 	var start time.Time
 	var r stored
-	_, err = pgx.ForEachRow(rs, []any{&start, &r.status, &r.kind}, func() error {
+	_, err = pgx.ForEachRow(rs, []any{&start, &r.status, &r.kind, &r.failed}, func() error {
 		rows[start.UnixMicro()] = r
 		return nil
 	})
@@ -154,6 +165,23 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 				require.False(f.t, ok, "%s: slot %s has a row and is compacted", what, sl)
 				in = &cs[i]
 			}
+		}
+		b := &wantBuckets[slices.IndexFunc(wantBuckets, func(b Bucket) bool { return !sl.Start.Before(b.Start) && sl.Start.Before(b.End) })]
+		switch {
+		case in != nil && in.status == StatusComplete, in == nil && ok && r.status == StatusComplete:
+			b.Complete++
+		case in != nil || r.status == StatusSkip:
+			b.Skipped++
+		case !ok:
+			b.Missing++
+		case r.status == StatusAcquired:
+			b.InFlight++
+		case r.kind == "parked":
+			b.Parked++
+		case r.failed:
+			b.Failed++
+		default:
+			b.Open++
 		}
 		switch {
 		case in != nil && in.status == StatusComplete:
@@ -198,4 +226,6 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 		[]int64{got.Complete, got.Skip, got.Available, got.Backoff, got.Parked, got.Acquired, got.LeaseExpired, got.Missing},
 		"%s: complete, skip, available, backoff, parked, acquired, expired, missing", what)
 	require.True(f.t, want.OldestOpen.Equal(got.OldestOpen), "%s: oldest open %s, want %s", what, got.OldestOpen, want.OldestOpen)
+	require.Equal(f.t, wantBuckets, h.Buckets, "%s: heatmap", what)
+	require.True(f.t, want.OldestOpen.Equal(h.OldestOpen), "%s: heatmap's oldest open %s, want %s", what, h.OldestOpen, want.OldestOpen)
 }
