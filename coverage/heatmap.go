@@ -59,7 +59,9 @@ type Bucket struct {
 	// Failed are AVAILABLE slots that failed and will be retried (in
 	// backoff or due again); Parked those that gave up (see Client.Retry).
 	Failed, Parked int64
-	// Missing are the grid's slots without a row: the gaps.
+	// Missing are the grid's slots without a row: the gaps (compacted
+	// slots have no row but are not missing: they count as Complete or
+	// Skipped, as they were).
 	Missing int64
 }
 
@@ -77,8 +79,9 @@ type Heatmap struct {
 	// Total sums the buckets; its Start and End are From and To.
 	Total Bucket
 	// OldestOpen is the start of the first slot not finished (open, in
-	// flight, failed or parked), zero if none; LastCompleted the latest
-	// completion time of a COMPLETE slot, zero if none.
+	// flight, failed or parked), zero if none; LastCompleted the
+	// completion time of the newest COMPLETE slot by start (or, if later,
+	// the latest of the compacted ones), zero if none: as in Status.
 	OldestOpen, LastCompleted time.Time
 }
 
