@@ -128,6 +128,18 @@ func TestHeatmapCompacted(t *testing.T) {
 	require.Equal(t, int64(1), h.Buckets[0].Skipped)
 	require.Equal(t, int64(1), h.Buckets[4].Complete)
 	require.Equal(t, int64(1), h.Buckets[8].Missing)
+
+	// A compacted slot's history says so, rather than "no row".
+	hs, err := f.c.History(ctx, at(1, 3))
+	require.NoError(t, err)
+	require.Nil(t, hs.Current)
+	require.NotNil(t, hs.Compacted)
+	require.Equal(t, StatusComplete, hs.Compacted.Status)
+	require.EqualValues(t, 1, hs.Compacted.Generation)
+	require.True(t, hs.Compacted.CompletedAt.Equal(at(3, 23)))
+	hs, err = f.c.History(ctx, at(2, 6))
+	require.NoError(t, err)
+	require.Nil(t, hs.Compacted, "a missing slot is not compacted")
 }
 
 // heatmap returns the heatmap of [from, to) in at most buckets buckets,

@@ -86,12 +86,27 @@ type Current struct {
 type History struct {
 	// Slot is the slot asked about.
 	Slot slot.Slot
-	// Current is its row now, nil when the slot is not stored (missing, or
-	// never materialized).
+	// Current is its row now, nil when the slot has no row: missing, never
+	// materialized, or compacted (see Compacted).
 	Current *Current
+	// Compacted describes the compacted run the slot lies in (see
+	// Compact), nil if none: the slot is finished, its row deleted.
+	Compacted *Compacted
 	// Events are its recorded events, oldest first. Events older than the
 	// schema's history retention have been pruned (see PruneHistory).
 	Events []Event
+}
+
+// Compacted is what is kept of a compacted slot: the state of its run
+// (compacted slots of one state), the run's highest generation and latest
+// completion.
+type Compacted struct {
+	// Status is StatusComplete or StatusSkip.
+	Status string
+	// Generation is the highest generation among the run's slots;
+	// CompletedAt the latest completion time among them (zero for SKIP).
+	Generation  int64
+	CompletedAt time.Time
 }
 
 // History returns the history of the slot that contains t: its row as it
@@ -116,6 +131,11 @@ func (c *Client) History(ctx context.Context, t time.Time) (History, error) {
 			&cur.FailCount, &cur.Fence, &owner, &lease, &notBefore, &message, &cur.CreatedAt, &cur.UpdatedAt, &completed)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
+			cs, err := c.compactedAt(ctx, tx, sl.Start)
+			if err != nil {
+				return err
+			}
+			h.Compacted = cs
 		case err != nil:
 			return err
 		default:
@@ -152,6 +172,21 @@ func (c *Client) History(ctx context.Context, t time.Time) (History, error) {
 		return History{}, fmt.Errorf("history of %s: %w", sl, err)
 	}
 	return h, nil
+}
+
+// compactedAt returns the compacted run holding the slot starting at t,
+// nil if none.
+func (c *Client) compactedAt(ctx context.Context, tx pgx.Tx, t time.Time) (*Compacted, error) {
+	cs, err := c.compactedIn(ctx, tx, t, t.Add(time.Microsecond))
+	if err != nil || len(cs) == 0 {
+		return nil, err
+	}
+	s := cs[0]
+	out := &Compacted{Status: s.status, Generation: s.generation}
+	if s.completedAt != nil {
+		out.CompletedAt = s.completedAt.In(c.grid.Location())
+	}
+	return out, nil
 }
 
 func deref[T any](p *T) T {

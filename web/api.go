@@ -319,6 +319,11 @@ func (s *server) apiHistory(w http.ResponseWriter, r *http.Request) {
 			"leaseUntil": human(c.LeaseUntil), "notBefore": human(c.NotBefore),
 			"message": c.Message, "created": human(c.CreatedAt), "updated": human(c.UpdatedAt),
 			"completed": human(c.CompletedAt)}
+	} else if c := h.Compacted; c != nil {
+		// Finished, its row deleted by a compaction: what the run keeps.
+		state := map[string]string{almanac.StatusComplete: "complete", almanac.StatusSkip: "skipped"}[c.Status]
+		out["compacted"] = map[string]any{"state": state, "status": c.Status, "generation": c.Generation,
+			"completed": human(c.CompletedAt)}
 	}
 	events := make([]event, len(h.Events))
 	for i, e := range h.Events {

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -60,6 +61,30 @@ func TestAPI(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	// Compacted slots count as they were, in the calendar and the series
+	// table, and a compacted slot's history says so.
+	_, err = f.client.Compact(context.Background(), almanac.CompactOptions{Before: f.day(29)})
+	require.NoError(t, err)
+	srv = f.serve(t, web.Options{CacheTTL: -1}) // not the counts cached before
+	var after struct{ Total map[string]int64 }
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/heatmap?series=orders&interval=PT1H", &after))
+	require.Equal(t, h.Total, after.Total)
+	var ss struct {
+		Series []struct {
+			Complete, Missing int64
+		}
+	}
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/series", &ss))
+	require.Len(t, ss.Series, 1)
+	require.Equal(t, []int64{seedComplete, seedMissing}, []int64{ss.Series[0].Complete, ss.Series[0].Missing})
+	var hs struct {
+		Current   any
+		Compacted struct{ State string }
+	}
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/history?series=orders&interval=PT1H&slot="+url.QueryEscape(almanac.FormatTime(f.at(28, 3))), &hs))
+	require.Nil(t, hs.Current)
+	require.Equal(t, "complete", hs.Compacted.State)
 }
 
 // TestActionsNeedTokenAndCSRF checks the guards of actions: the bearer

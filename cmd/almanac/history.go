@@ -23,7 +23,15 @@ type historyResult struct {
 	Start    string       `json:"start"`
 	End      string       `json:"end"`
 	Current  *currentJSON `json:"current"`
-	Events   []eventJSON  `json:"events"`
+	// Compacted is set for a slot whose row a compaction deleted.
+	Compacted *compactedJSON `json:"compacted,omitempty"`
+	Events    []eventJSON    `json:"events"`
+}
+
+type compactedJSON struct {
+	Status      string  `json:"status"`
+	Generation  int64   `json:"generation"`
+	CompletedAt *string `json:"completed_at,omitempty"`
 }
 
 type currentJSON struct {
@@ -74,6 +82,9 @@ func toHistoryResult(grid almanac.Series, h almanac.History) historyResult {
 			FailCount: c.FailCount, Fence: c.Fence, Owner: c.Owner, LeaseUntil: optional(c.LeaseUntil),
 			NotBefore: optional(c.NotBefore), Message: c.Message, CreatedAt: exact(c.CreatedAt), UpdatedAt: exact(c.UpdatedAt),
 			CompletedAt: optional(c.CompletedAt)}
+	}
+	if c := h.Compacted; c != nil {
+		out.Compacted = &compactedJSON{Status: c.Status, Generation: c.Generation, CompletedAt: optional(c.CompletedAt)}
 	}
 	for _, e := range h.Events {
 		out.Events = append(out.Events, eventJSON{At: exact(e.At), Event: e.Event, Generation: e.Generation, Owner: e.Owner,
@@ -223,7 +234,13 @@ func parseSlotArg(text, interval string) (iv almanac.Interval, isSlot bool, err 
 func (a *app) printHistory(grid almanac.Series, h almanac.History) error {
 	at := func(t time.Time) string { return t.In(grid.Location()).Format(eventTime) }
 	fmt.Fprintf(a.stdout, "slot  %s %s\n", grid.Name(), h.Slot)
-	if c := h.Current; c == nil {
+	if c := h.Compacted; c != nil {
+		line := fmt.Sprintf("now   %s, compacted (row deleted; its run's highest generation %d", c.Status, c.Generation)
+		if !c.CompletedAt.IsZero() {
+			line += ", latest completion " + at(c.CompletedAt)
+		}
+		fmt.Fprintln(a.stdout, line+")")
+	} else if c := h.Current; c == nil {
 		fmt.Fprintln(a.stdout, "now   not stored (missing, or never materialized)")
 	} else {
 		status := c.Status

@@ -223,6 +223,15 @@
       add("generation", c.generation); add("attempts", c.attempts); add("failures", c.failCount);
       add("held by", c.owner); add("lease until", c.leaseUntil); add("next try", c.notBefore);
       add("message", c.message); add("completed", c.completed); add("updated", c.updated);
+    } else if (h.compacted) {
+      const c = h.compacted;
+      const d = el("div");
+      const dd = el("dd");
+      dd.append(el("span", { class: "state s-" + c.state, id: "history-state" }, c.state),
+        " (compacted: its row was deleted, its run of " + c.state + " slots kept)");
+      d.append(el("dt", {}, "now"), dd);
+      cur.append(d);
+      add("generation", c.generation); add("completed", c.completed);
     } else {
       add("now", "missing: no row for this slot");
     }
