@@ -80,6 +80,18 @@ func TestHistoryCommand(t *testing.T) {
 	require.Equal(t, "pruned 1 history event(s) older than the retention\n", r.stdout)
 	h = decode[historyResult](t, cli(t, s("--json", "history", "billing", "2026-03-01T00:00:00+01:00/P1D")...))
 	require.Len(t, h.Events, 2)
+
+	// A compacted slot is finished, not "not stored".
+	requireOK(t, cli(t, s("materialize", "billing", "--interval", "P1D", "--from", "2026-02-01", "--to", "2026-02-03")...))
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE slot_start < '2026-02-03T00:00:00+01:00'`)
+	requireOK(t, cli(t, s("compact", "billing", "--interval", "P1D", "--before", "2026-02-03T00:00:00+01:00")...))
+	h = decode[historyResult](t, cli(t, s("--json", "history", "billing", "2026-02-01T00:00:00+01:00/P1D")...))
+	require.Nil(t, h.Current)
+	require.NotNil(t, h.Compacted)
+	require.Equal(t, "COMPLETE", h.Compacted.Status)
+	r = cli(t, s("history", "billing", "2026-02-01T00:00:00+01:00/P1D")...)
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "now   COMPLETE, compacted (row deleted; its run's highest generation 1, latest completion ")
 }
 
 // sqlActor is the actor the plain-SQL trigger records for the test pool's
