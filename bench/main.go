@@ -206,7 +206,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 
 // sustained runs the sustained scenario alone.
 func sustained(ctx context.Context, f flags, out *output) int {
-	out.start()
 	rep, err := suite.RunSustained(ctx, suite.SustainedOptions{
 		Duration: f.sustained, Period: f.period, Workers: f.workers, Quick: f.quick,
 		OnPeriod: out.period, Progress: out.progress,

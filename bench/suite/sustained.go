@@ -32,6 +32,10 @@ type SustainedOptions struct {
 	Duration time.Duration
 	// Period between reports. Default one minute.
 	Period time.Duration
+	// Warmup is how long the load runs before the first period starts:
+	// the cluster is new and its caches cold. Default one period, at
+	// most a minute; it is not part of Duration.
+	Warmup time.Duration
 	// Workers is the number of batched locked-mode workers. Default 8.
 	Workers int
 	// Quick works a small window of slots (for tests).
@@ -84,6 +88,7 @@ type SustainedReport struct {
 	Server    string   `json:"server"`
 	DurationS float64  `json:"duration_seconds"`
 	PeriodS   float64  `json:"period_seconds"`
+	WarmupS   float64  `json:"warmup_seconds"`
 	Workers   int      `json:"workers"`
 	Window    int      `json:"window_slots"`
 	Periods   []Period `json:"periods,omitempty"`
@@ -105,8 +110,9 @@ type SustainedReport struct {
 // Summary prints the report's conclusion in a few lines.
 func (r SustainedReport) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sustained: %s with %d batched locked workers over a window of %s slots, PostgreSQL %s, autovacuum %s\n",
-		time.Duration(r.DurationS*float64(time.Second)).Round(time.Second), r.Workers, count(r.Window), r.Server, r.Autovacuum)
+	fmt.Fprintf(&b, "sustained: %s after a warm-up of %s, %d batched locked workers over a window of %s slots, PostgreSQL %s, autovacuum %s\n",
+		time.Duration(r.DurationS*float64(time.Second)).Round(time.Second), time.Duration(r.WarmupS*float64(time.Second)).Round(time.Second),
+		r.Workers, count(r.Window), r.Server, r.Autovacuum)
 	fmt.Fprintf(&b, "handler runs %d, slots re-opened %d, exactly once: %v\n", r.Runs, r.Reopened, r.ExactlyOnce)
 	stable := "no"
 	if r.Stable {
@@ -148,11 +154,15 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
 	}
+	if opts.Warmup <= 0 {
+		opts.Warmup = min(opts.Period, time.Minute)
+	}
 	size := sustainedFull
 	if opts.Quick {
 		size = sustainedQuick
 	}
-	rep := SustainedReport{DurationS: opts.Duration.Seconds(), PeriodS: opts.Period.Seconds(), Workers: opts.Workers, Window: size.window}
+	rep := SustainedReport{DurationS: opts.Duration.Seconds(), PeriodS: opts.Period.Seconds(), WarmupS: opts.Warmup.Seconds(),
+		Workers: opts.Workers, Window: size.window}
 	setupCtx := context.WithoutCancel(ctx)
 	cl, err := startCluster(setupCtx)
 	if err != nil {
@@ -247,7 +257,7 @@ func (l *load) handler(_ context.Context, _ pgx.Tx, s acquire.Slot) error {
 // run works the load until opts.Duration has passed or ctx is done, then
 // stops feeding and drains what is left.
 func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedReport) error {
-	loadCtx, stopLoad := context.WithTimeout(ctx, opts.Duration)
+	loadCtx, stopLoad := context.WithTimeout(ctx, opts.Warmup+opts.Duration)
 	defer stopLoad()
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
@@ -351,6 +361,13 @@ func (l *load) stats(ctx context.Context) (tableStats, Period, error) {
 // sample reports a Period every opts.Period until loadCtx is done, and a
 // last, shorter one if at least a fifth of a period remains.
 func (l *load) sample(loadCtx, workCtx context.Context, opts SustainedOptions, rep *SustainedReport) error {
+	select {
+	case <-loadCtx.Done():
+		return nil
+	case <-workCtx.Done():
+		return workCtx.Err()
+	case <-time.After(opts.Warmup):
+	}
 	prev, _, err := l.stats(workCtx)
 	if err != nil {
 		return err
