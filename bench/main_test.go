@@ -214,3 +214,15 @@ func TestBadFlags(t *testing.T) {
 	})
 	require.Equal(t, exitUnavailable, code, errOut.String())
 }
+
+// TestOptInScenario: materialize-10m runs only when named (quick: 100k
+// slots).
+func TestOptInScenario(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--quick", "--repeats", "1", "--json", "--scenarios", "materialize-10m"}, &out, &errOut, getenv)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+	lines := decode(t, out.String())
+	require.Len(t, lines, 2)
+	require.Equal(t, "materialize-10m", lines[0].ID)
+	require.Equal(t, "materialize 100k slots into an empty series", lines[0].Name)
+}

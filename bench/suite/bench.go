@@ -38,7 +38,8 @@ type Options struct {
 	// Workers is the concurrency of the locked, batched and lease
 	// scenarios. Default 8.
 	Workers int
-	// Scenarios selects scenarios by ID (see Scenarios); empty means all.
+	// Scenarios selects scenarios by ID (see Scenarios); empty means all
+	// but the opt-in ones (materialize-10m), which run only when named.
 	Scenarios []string
 	// Env is the environment of the almanac command line the memory
 	// scenario runs: it must let it reach the same database, through
@@ -69,29 +70,33 @@ type Scenario struct {
 // scenario is a Scenario and how to run it.
 type scenario struct {
 	Scenario
+	// optIn scenarios run only when selected by Options.Scenarios.
+	optIn bool
 	// steps is the number of measurements the scenario takes, for progress.
 	steps func(e *env) int
 	run   func(ctx context.Context, e *env) ([]Row, error)
 }
 
 var scenarios = []scenario{
-	{Scenario{"locked", "locked mode, one slot per transaction, vs the same SQL from a raw pgx loop and pgbench"},
+	{Scenario{"locked", "locked mode, one slot per transaction, vs the same SQL from a raw pgx loop and pgbench"}, false,
 		func(e *env) int { return 3 * e.repeats }, runLocked},
-	{Scenario{"batch", "batched locked mode vs River, the same SQL from a raw pgx loop, and pgbench"},
+	{Scenario{"batch", "batched locked mode vs River, the same SQL from a raw pgx loop, and pgbench"}, false,
 		func(e *env) int { return 4 * e.repeats }, runBatch},
-	{Scenario{"lease", "lease mode, batched claims and completions, vs River and pgbench"},
+	{Scenario{"lease", "lease mode, batched claims and completions, vs River and pgbench"}, false,
 		func(e *env) int { return 3 * e.repeats }, runLease},
-	{Scenario{"gaps", "gap detection, complete and with holes, vs a lead() window query and a NOT EXISTS anti-join"},
+	{Scenario{"gaps", "gap detection, complete and with holes, vs a lead() window query and a NOT EXISTS anti-join"}, false,
 		func(e *env) int { return 6 * e.repeats }, runGaps},
-	{Scenario{"materialize", "materialize vs one INSERT … SELECT generate_series"},
+	{Scenario{"materialize", "materialize 1M slots vs one INSERT … SELECT generate_series"}, false,
 		func(e *env) int { return 2 * e.repeats }, runMaterialize},
-	{Scenario{"wake", "re-open commit to an idle worker starting the slot, vs a bare NOTIFY"},
+	{Scenario{"materialize-10m", "the same over 10M slots, the bar's size (about 2 minutes a repeat; only when selected)"}, true,
+		func(e *env) int { return 2 * e.repeats }, runMaterialize10M},
+	{Scenario{"wake", "re-open commit to an idle worker starting the slot, vs a bare NOTIFY"}, false,
 		func(e *env) int { return 2 * e.repeats }, runWake},
-	{Scenario{"scaling", "locked and lease throughput by workers, gap detection by size"},
+	{Scenario{"scaling", "locked and lease throughput by workers, gap detection by size"}, false,
 		func(e *env) int {
 			return (4*len(e.size.scaleWorkers) + 2*len(e.size.scaleGaps)) * e.repeats
 		}, runScaling},
-	{Scenario{"memory", "peak RSS of the sidecar and of gap detection over a big series vs a small one"},
+	{Scenario{"memory", "peak RSS of the sidecar and of gap detection over a big series vs a small one"}, false,
 		func(e *env) int { return 4 * e.repeats }, runMemory},
 }
 
@@ -127,7 +132,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		rep.Notes = append(rep.Notes, "quick run: the sizes are far below those the bars are set for, so no row is judged")
 	}
 	for _, s := range scenarios {
-		if len(opts.Scenarios) > 0 && !slices.Contains(opts.Scenarios, s.ID) {
+		if selected := slices.Contains(opts.Scenarios, s.ID); !selected && (s.optIn || len(opts.Scenarios) > 0) {
 			continue
 		}
 		e.scenario, e.done, e.total = s.ID, 0, int64(s.steps(e))

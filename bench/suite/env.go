@@ -28,8 +28,8 @@ type sizes struct {
 
 // fullSizes are the sizes the bars are stated for.
 var fullSizes = sizes{
-	locked: 20_000, batch: 100_000, gaps: 1_000_000, holes: 50, materialize: 10_000_000, wakes: 100,
-	scaleLocked: 5_000, scaleLease: 50_000, scaleWorkers: []int{1, 4, 16},
+	locked: 10_000, batch: 100_000, gaps: 1_000_000, holes: 50, materialize: 1_000_000, wakes: 100,
+	scaleLocked: 4_000, scaleLease: 40_000, scaleWorkers: []int{1, 4, 16},
 	scaleGaps: []int{10_000, 100_000}, memory: 1_000_000, memorySmall: 1_000,
 }
 

@@ -103,7 +103,13 @@ func ThroughputSVG(rep Report) []byte {
 		}
 		g := &groups[i]
 		if len(r.Baseline.Samples) > 0 {
-			color := otherColors[min(len(g.bars)-1, len(otherColors)-1)]
+			color := otherColors[2]
+			switch r.Baseline.Label {
+			case "River":
+				color = otherColors[0]
+			case "raw pgx, same SQL":
+				color = otherColors[1]
+			}
 			text := fmt.Sprintf("%s (almanac %s)", formatValue(r.Baseline.Value, r.Baseline.Unit), formatRatio(r.Ratio))
 			if r.Bar != nil {
 				text += fmt.Sprintf(", bar %s: %s", r.barText(), r.Result)
