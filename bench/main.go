@@ -19,7 +19,7 @@
 //	--json              one JSON object per line, each row as it finishes
 //	--repeats N         measurements of each side of a row (default 3); medians are quoted
 //	--workers N         concurrency of the throughput scenarios (default 8, at most 32)
-//	--scenarios a,b     the scenarios to run (default all; see --help)
+//	--scenarios a,b     the scenarios to run (default all but materialize-10m, which runs only when named; see --help)
 //	--almanac PATH      almanac's command line, for the memory scenario (default: almanac on PATH)
 //	--pgbench PATH      pgbench, for the ceilings (default: on PATH or in /usr/lib/postgresql/*/bin)
 //	--svg DIR           write the charts (throughput.svg, times.svg, sustained.svg) into DIR
@@ -101,7 +101,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 		fmt.Fprintln(stderr, "usage: almanac-bench [flags]   (run from the bench directory: go run . [flags])")
 		fmt.Fprintln(stderr, "\nScenarios:")
 		for _, s := range suite.Scenarios() {
-			fmt.Fprintf(stderr, "  %-12s %s\n", s.ID, s.About)
+			fmt.Fprintf(stderr, "  %-16s %s\n", s.ID, s.About)
 		}
 		fmt.Fprintln(stderr, "\nFlags:")
 		fs.PrintDefaults()
