@@ -185,7 +185,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		opts.CLI = []string{p}
 	}
 	out.start()
+	began := time.Now()
 	rep, err := suite.Run(ctx, opts)
+	out.took = time.Since(began)
 	out.clearProgress()
 	if rep.Server != "" || err == nil {
 		out.end(rep)
@@ -261,6 +263,7 @@ type output struct {
 	stdout, stderr io.Writer
 	json, terminal bool
 	progressShown  bool
+	took           time.Duration // the run's wall time, for its end
 }
 
 // line is one JSON line: its kind, then the object's own fields.
@@ -271,6 +274,8 @@ type line struct {
 	*suite.SustainedReport
 	Interrupted bool     `json:"interrupted,omitempty"`
 	Notes       []string `json:"notes,omitempty"`
+	// Took is the run's wall time in seconds, on its end line.
+	Took float64 `json:"took_seconds,omitempty"`
 }
 
 func (o *output) emit(l line) {
@@ -305,10 +310,11 @@ func (o *output) period(p suite.Period) {
 
 func (o *output) end(rep suite.Report) {
 	if o.json {
-		o.emit(line{Kind: "end", Interrupted: rep.Interrupted, Notes: rep.Notes})
+		o.emit(line{Kind: "end", Interrupted: rep.Interrupted, Notes: rep.Notes, Took: o.took.Seconds()})
 		return
 	}
-	fmt.Fprintf(o.stdout, "\nPostgreSQL %s, %d repeat(s), medians; ratio = almanac / baseline; spread = half the range of almanac's samples\n\n", rep.Server, rep.Repeats)
+	fmt.Fprintf(o.stdout, "\nPostgreSQL %s, %d repeat(s), %s; medians; ratio = almanac / baseline; spread = half the range of almanac's samples\n\n",
+		rep.Server, rep.Repeats, o.took.Round(time.Second))
 	_ = rep.WriteTable(o.stdout)
 }
 
