@@ -34,7 +34,7 @@ type group struct {
 const (
 	chartWidth = 960
 	labelWidth = 230
-	barArea    = 520
+	barArea    = 430
 	barHeight  = 16
 	barGap     = 4
 	groupGap   = 14
