@@ -9,10 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/telemetry"
 	"github.com/almanacdev/almanac/scheduler"
 )
 
@@ -23,9 +27,25 @@ const DefaultRetryBudget = time.Minute
 type Options struct {
 	// Schema holding almanac's tables. Default "almanac".
 	Schema string
-	// Logger receives one line per slot outcome and warnings. Default:
-	// silent.
+	// Logger receives structured events (docs/operations.md lists them):
+	// workers starting and stopping, re-opens, skips and retries (info);
+	// claims and completions (debug); failures, parkings, takeovers,
+	// ejections and database faults being retried (warn); writes refused
+	// because the slot is no longer the writer's (error). Attributes name
+	// the series, slot, owner, attempt, generation and fence; no line holds
+	// a password or a connection URL. Default: discarded, as a library
+	// should not write where its program did not ask it to.
 	Logger *slog.Logger
+	// MeterProvider receives almanac's metrics: slot counters, handler,
+	// claim and lateness histograms, and gauges of open slots, the oldest
+	// open slot's age and busy workers, labelled by series (never by
+	// slot). The gauges of open slots run one bounded statement per
+	// collection, registered for the Client's lifetime: give a provider
+	// to one long-lived Client, not to one per request. TracerProvider
+	// receives a span per handler run, carried by the handler's context.
+	// Default: no-op.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 	// Concurrency caps the workers of all jobs together. Default 10. In
 	// locked mode each running worker holds one connection of the pool;
 	// keep Concurrency below the pool's MaxConns minus 2.
@@ -69,7 +89,7 @@ type Options struct {
 // jobs, runs the jobs' workers, and answers coverage questions (gaps,
 // status) and backfills (materialize, re-open, skip, retry). It works on
 // the caller's pool; give the pool room for the workers
-// (acquire.ConfigurePool adds TCP keepalives and cancellation that keeps
+// (NewPool and ConfigurePool add TCP keepalives and cancellation that keeps
 // connections, recommended for locked mode).
 //
 // A Client is safe for concurrent use. Its jobs run between Start and Stop,
@@ -83,6 +103,8 @@ type Client struct {
 	jobs  []scheduler.Job
 	sched *scheduler.Scheduler // running, between Start and Stop
 	covs  map[string]*coverage.Client
+
+	tel *telemetry.Instruments
 
 	checked sync.Mutex // guards poolOK
 	poolOK  bool       // the pool passed checkPool
@@ -99,13 +121,22 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Every line below passes through redaction: an error may quote a
+	// connection URL.
+	opts.Logger = slog.New(redact.Handler(opts.Logger.Handler()))
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
 	}
 	if err := coverage.CheckActor(opts.Actor); err != nil {
 		return nil, fmt.Errorf("Options.Actor: %w", err)
 	}
-	c := &Client{pool: pool, opts: opts, covs: map[string]*coverage.Client{}}
+	c := &Client{pool: pool, opts: opts, covs: map[string]*coverage.Client{},
+		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}
+	if opts.MeterProvider != nil {
+		if err := c.observeOpen(); err != nil {
+			return nil, fmt.Errorf("almanac: Options.MeterProvider refused the gauges: %w", err)
+		}
+	}
 	if opts.ListenURL != "" {
 		cfg, err := pgx.ParseConfig(opts.ListenURL)
 		if err != nil {
@@ -130,7 +161,7 @@ func (c *Client) call(ctx context.Context) context.Context {
 // log.
 func (c *Client) logRetries(ctx context.Context) context.Context {
 	return retry.OnRetry(ctx, func(err error, attempt int, wait time.Duration) {
-		c.opts.Logger.Warn("almanac: database fault; retrying", "error", err, "attempt", attempt, "retry_in", wait)
+		c.opts.Logger.WarnContext(ctx, "almanac: database fault; retrying", "error", err, "attempt", attempt, "retry_in", wait)
 	})
 }
 
@@ -166,7 +197,7 @@ func (c *Client) scheduler() (*scheduler.Scheduler, error) {
 	s := scheduler.New(c.pool, scheduler.Options{
 		Schema: c.opts.Schema, Concurrency: c.opts.Concurrency, Logger: c.opts.Logger,
 		PollInterval: c.opts.PollInterval, ShutdownTimeout: c.opts.ShutdownTimeout, Clock: c.opts.Clock,
-		Listen: c.listen,
+		Listen: c.listen, MeterProvider: c.opts.MeterProvider, TracerProvider: c.opts.TracerProvider,
 	})
 	for _, j := range c.jobs {
 		if err := s.Add(j); err != nil {

@@ -8,15 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/almanactest"
 )
 
 // A report per five-minute window, each written exactly once, in the same
 // transaction that marks its slot COMPLETE.
 func Example() {
 	ctx := context.Background()
-	db := pgtest.Example() // in a program: pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	client, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
+	t := almanactest.ExampleTB()
+	pool, schema := almanactest.Pool(t), almanactest.Schema(t) // in a program: pgxpool.New(ctx, os.Getenv("DATABASE_URL")), schema "almanac"
+	client, err := almanac.New(pool, almanac.Options{Schema: schema})
 	if err != nil {
 		panic(err)
 	}
@@ -27,8 +28,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	table := pgx.Identifier{db.Schema, "report"}.Sanitize()
-	if _, err := db.Pool.Exec(ctx, "CREATE TABLE "+table+" (slot text PRIMARY KEY, fence bigint)"); err != nil {
+	table := pgx.Identifier{schema, "report"}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+table+" (slot text PRIMARY KEY, fence bigint)"); err != nil {
 		panic(err)
 	}
 
@@ -55,7 +56,7 @@ func Example() {
 		panic(err)
 	}
 	var first string
-	if err := db.Pool.QueryRow(ctx, "SELECT min(slot) FROM "+table).Scan(&first); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT min(slot) FROM "+table).Scan(&first); err != nil {
 		panic(err)
 	}
 	fmt.Println(summary[almanac.Completed], "slots complete,", len(gaps), "gaps")

@@ -16,16 +16,18 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/longtest"
 	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
-// faultRounds is how many lifecycles TestLifecycleUnderFaults runs: a few
-// by default, ALMANAC_FAULT_ROUNDS (e.g. 200) before a release.
-func faultRounds(t *testing.T, short int) int {
+// faultRounds is how many lifecycles TestLifecycleUnderFaults runs: short
+// by default, long with ALMANAC_LONG_TESTS, or ALMANAC_FAULT_ROUNDS (e.g.
+// 200) for a soak.
+func faultRounds(t *testing.T, short, long int) int {
 	text := os.Getenv("ALMANAC_FAULT_ROUNDS")
 	if text == "" {
-		return short
+		return longtest.Pick(short, long)
 	}
 	n, err := strconv.Atoi(text)
 	require.NoError(t, err, "ALMANAC_FAULT_ROUNDS")
@@ -47,10 +49,13 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		require.NoError(t, err, "ALMANAC_FAULT_SEED")
 	}
 	t.Logf("ALMANAC_FAULT_SEED=%d", seed)
+	// Rounds rotate through the three modes: at least three each.
 	t.Run("terminated backends", func(t *testing.T) {
-		lifecycleUnderFaults(t, pgtest.URL(t), faultRounds(t, 8), rand.New(rand.NewPCG(seed, 1)))
+		t.Parallel()
+		lifecycleUnderFaults(t, pgtest.URL(t), faultRounds(t, 3, 8), rand.New(rand.NewPCG(seed, 1)))
 	})
 	t.Run("idle_session_timeout", func(t *testing.T) {
+		t.Parallel()
 		role := "almanac_idle_" + strconv.FormatUint(seed%1_000_000, 10)
 		admin := pgtest.Pool(t)
 		ctx := context.Background()
@@ -60,7 +65,7 @@ func TestLifecycleUnderFaults(t *testing.T) {
 		cfg, err := pgx.ParseConfig(pgtest.URL(t))
 		require.NoError(t, err)
 		url := fmt.Sprintf("postgres://%s@%s:%d/%s", role, cfg.Host, cfg.Port, cfg.Database)
-		lifecycleUnderFaults(t, url, faultRounds(t, 4), rand.New(rand.NewPCG(seed, 2)))
+		lifecycleUnderFaults(t, url, faultRounds(t, 3, 4), rand.New(rand.NewPCG(seed, 2)))
 	})
 }
 

@@ -3,7 +3,7 @@ package almanac_test
 import (
 	"testing"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/almanactest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { almanactest.Main(m) }

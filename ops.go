@@ -138,7 +138,11 @@ func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, opts 
 	if err != nil {
 		return ReopenResult{}, err
 	}
-	return cov.Reopen(ctx, from, to, opts)
+	res, err := cov.Reopen(ctx, from, to, opts)
+	if err == nil && !opts.DryRun {
+		c.noteOp(ctx, opReopened, s, from, to, reasonOr(opts.Reason, coverage.DefaultReopenReason), res.Reopened, false)
+	}
+	return res, err
 }
 
 // SkipRange marks the slots of [from, to) SKIP with opts.Reason (nothing to
@@ -153,7 +157,11 @@ func (c *Client) SkipRange(ctx context.Context, s Series, from, to time.Time, op
 	if err != nil {
 		return SkipResult{}, err
 	}
-	return cov.Skip(ctx, from, to, opts)
+	res, err := cov.Skip(ctx, from, to, opts)
+	if err == nil && !opts.DryRun {
+		c.noteOp(ctx, opSkipped, s, from, to, reasonOr(opts.Reason, coverage.DefaultSkipReason), res.Skipped+res.Inserted, false)
+	}
+	return res, err
 }
 
 // Retry makes the slots of [from, to) that wait for a retry, or gave up
@@ -164,7 +172,11 @@ func (c *Client) Retry(ctx context.Context, s Series, from, to time.Time, opts R
 	if err != nil {
 		return RetryResult{}, err
 	}
-	return cov.Retry(ctx, from, to, opts)
+	res, err := cov.Retry(ctx, from, to, opts)
+	if err == nil && !opts.DryRun {
+		c.noteOp(ctx, opRetried, s, from, to, "", res.Retried, false)
+	}
+	return res, err
 }
 
 // MaterializeTx is Materialize inside tx, the caller's transaction: the
@@ -202,7 +214,11 @@ func (c *Client) ReopenTx(ctx context.Context, tx pgx.Tx, s Series, from, to tim
 	if err != nil {
 		return ReopenResult{}, err
 	}
-	return cov.WithTx(tx).Reopen(ctx, from, to, opts)
+	res, err := cov.WithTx(tx).Reopen(ctx, from, to, opts)
+	if err == nil && !opts.DryRun {
+		c.noteOp(ctx, opReopened, s, from, to, reasonOr(opts.Reason, coverage.DefaultReopenReason), res.Reopened, true)
+	}
+	return res, err
 }
 
 // SkipTx is SkipRange inside tx, the caller's transaction (see
@@ -215,7 +231,11 @@ func (c *Client) SkipTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.
 	if err != nil {
 		return SkipResult{}, err
 	}
-	return cov.WithTx(tx).Skip(ctx, from, to, opts)
+	res, err := cov.WithTx(tx).Skip(ctx, from, to, opts)
+	if err == nil && !opts.DryRun {
+		c.noteOp(ctx, opSkipped, s, from, to, reasonOr(opts.Reason, coverage.DefaultSkipReason), res.Skipped+res.Inserted, true)
+	}
+	return res, err
 }
 
 // RetryTx is Retry inside tx, the caller's transaction (see
@@ -225,7 +245,11 @@ func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, s Series, from, to time
 	if err != nil {
 		return RetryResult{}, err
 	}
-	return cov.WithTx(tx).Retry(ctx, from, to, opts)
+	res, err := cov.WithTx(tx).Retry(ctx, from, to, opts)
+	if err == nil && !opts.DryRun {
+		c.noteOp(ctx, opRetried, s, from, to, "", res.Retried, true)
+	}
+	return res, err
 }
 
 // History returns the record of the slot of s that contains t: who held it,
@@ -256,6 +280,14 @@ func (c *Client) PruneHistory(ctx context.Context, opts PruneOptions) (int64, er
 		return 0, err
 	}
 	return coverage.PruneHistory(ctx, c.pool, coverage.PruneOptions{Schema: c.opts.Schema, DryRun: opts.DryRun})
+}
+
+// reasonOr returns reason, or def when it is empty.
+func reasonOr(reason, def string) string {
+	if reason == "" {
+		return def
+	}
+	return reason
 }
 
 // checkReason refuses a reason that cannot be stored faithfully before

@@ -25,8 +25,9 @@ import (
 // TestEveryStatementIsScopedToOneSeries records, through a pgx tracer on
 // the pool's connections, every SQL statement the engine sends during a
 // workload that uses every feature (series registration, materialize,
-// gaps, status, re-open, skip, retry, locked, batched and lease-mode runs
-// with heartbeats, checkpoints, failures, parking and an ejection), and
+// gaps, status, heatmaps, failed slots, re-open, skip, retry, locked,
+// batched and lease-mode runs with heartbeats, checkpoints, failures,
+// parking and an ejection), and
 // checks what docs/scaling.md promises for distributing the slot table by
 // series name (Citus): every statement that reads or writes the slot table
 // is a single-series router query. That is, the statement constrains
@@ -172,6 +173,10 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	waitDone("first pass")
 	for _, g := range grids {
 		_, err := client.Gaps(ctx, g, from, to.Add(time.Hour))
+		require.NoError(t, err)
+		_, err = client.Heatmap(ctx, g, from, to.Add(time.Hour), 10)
+		require.NoError(t, err)
+		_, err = client.FailedSlots(ctx, g, from, to, 10)
 		require.NoError(t, err)
 		_, err = client.Retry(ctx, g, from, to, almanac.RetryOptions{}) // un-parks the failed slot; it fails and parks again
 		require.NoError(t, err)

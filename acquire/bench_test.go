@@ -13,7 +13,8 @@ import (
 	"github.com/almanacdev/almanac/internal/pgtest"
 )
 
-// benchWorkers is the concurrency of the benchmarks, as in DESIGN.md's bars.
+// benchWorkers is the concurrency of the benchmarks, the bench suite's
+// default workers (BENCHMARKS.md).
 const benchWorkers = 8
 
 // benchmarkMode runs benchmarkModeWith with pgx's default statement

@@ -92,6 +92,12 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 // ErrLeaseLost) and closes Lost.
 func (l *Lease) markLost(cause error) {
 	l.lostOnce.Do(func() {
+		if !errors.Is(cause, errNotRenewed) {
+			// A guarded write or a heartbeat found the slot no longer
+			// this holder's: its write was refused.
+			l.q.opts.Logger.Error("almanac: write refused: the slot is no longer this holder's (expired and taken over, ejected or re-opened)",
+				l.q.logArgs(l.Slot, "error", cause)...)
+		}
 		if errors.Is(cause, errNotRenewed) {
 			// Given up by its holder, maybe still held in the database:
 			// tracked until the holder drops it, then an orphan.
@@ -269,7 +275,15 @@ func (q *Queue) Eject(ctx context.Context, start time.Time) (*Lease, error) {
 	case len(leases) == 0:
 		return nil, fmt.Errorf("acquire: eject %s: %w", start.Format(time.RFC3339), ErrNotHeld)
 	}
+	q.opts.Logger.Warn("almanac: slot ejected: taken over now, whoever held it", q.logArgs(leases[0].Slot)...)
 	return leases[0], nil
+}
+
+// logArgs are the log attributes of an acquisition of this queue's,
+// followed by extra.
+func (q *Queue) logArgs(s Slot, extra ...any) []any {
+	return append([]any{"series", q.name, "interval", q.interval, "slot", s.Slot.String(), "owner", q.opts.Owner.String(),
+		"attempt", s.Attempt, "generation", s.Generation, "fence", s.Fence}, extra...)
 }
 
 // scanLeases reads the leases a claim sent at sent returned.

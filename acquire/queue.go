@@ -105,7 +105,8 @@ type Options struct {
 	// connection. Default 2. It applies to every Queue on the same pool and
 	// is fixed by the first Queue created for that pool.
 	Reserve int
-	// Logger receives warnings (a lost connection, a handler that panicked).
+	// Logger receives warnings (a lost connection, an ejection) and errors
+	// (a lease write refused because the slot is no longer this holder's).
 	// Default: silent.
 	Logger *slog.Logger
 }

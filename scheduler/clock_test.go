@@ -106,6 +106,7 @@ func TestDueOnTheDatabaseClock(t *testing.T) {
 	const lag = 300 * time.Millisecond
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(skew.String(), func(t *testing.T) {
+			t.Parallel() // each waits seconds of the database clock, in a schema of its own
 			db := pgtest.New(t)
 			g := series(t, "skewed", "PT1S")
 			first, err := g.Floor(dbNow(t, db))

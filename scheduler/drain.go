@@ -132,6 +132,9 @@ func (s *Scheduler) RunOnce(ctx context.Context) (Summary, error) {
 		scopes[i] = scope{job: j, from: j.start, to: to}
 	}
 
+	stopObserving := s.observeWorkers()
+	defer stopObserving()
+	defer s.logStopped(context.WithoutCancel(ctx))
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	s.startCompleters()

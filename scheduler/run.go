@@ -96,6 +96,9 @@ func (s *Scheduler) run(ctx context.Context) {
 		s.pruneHistory(ctx)
 	}()
 
+	stopObserving := s.observeWorkers()
+	defer stopObserving()
+	defer s.logStopped(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
 	s.dispatch(ctx, work, &workers, false)
 
@@ -174,18 +177,19 @@ func (s *Scheduler) dispatch(ctx, work context.Context, workers *sync.WaitGroup,
 func (s *Scheduler) unit(ctx context.Context, j *job) bool {
 	var err error
 	more := false
+	claimStart := time.Now()
 	switch j.Mode {
 	case Locked:
 		var res acquire.Result
 		var ok bool
-		res, ok, err = j.queue.Run(ctx, j.Handler)
+		res, ok, err = j.queue.Run(ctx, s.lockedHandler(j, claimStart))
 		if ok {
 			s.report(j, res)
 		}
 		more = ok
 	case LockedBatch:
 		var results []acquire.Result
-		results, err = j.queue.RunBatch(ctx, j.Batch, j.Handler)
+		results, err = j.queue.RunBatch(ctx, j.Batch, s.lockedHandler(j, claimStart))
 		for _, res := range results {
 			s.report(j, res)
 		}
@@ -195,7 +199,7 @@ func (s *Scheduler) unit(ctx context.Context, j *job) bool {
 		var leases []*acquire.Lease
 		leases, err = j.queue.Claim(ctx, 1)
 		if err == nil && len(leases) > 0 {
-			s.report(j, s.runLease(ctx, j, leases[0]))
+			s.report(j, s.runLease(ctx, j, leases[0], claimStart))
 			more = true
 		}
 	}
@@ -231,13 +235,15 @@ const afterStop = 5 * time.Second
 // database failed over must not make the slot run a second time. Other
 // workers leave an expired lease to its holder for a grace period
 // (acquire.Options.TakeoverGrace), and the holder retries eagerly.
-func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acquire.Result {
+func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease, claimStart time.Time) acquire.Result {
 	stop := j.queue.KeepAlive(ctx, []*acquire.Lease{l})
 	defer stop()
 	hctx, cancel := l.Context(ctx)
 	defer cancel()
+	hctx, span := s.claimed(hctx, j, l.Slot, claimStart, true)
 	start := time.Now()
 	err := callLeaseHandler(hctx, j.LeaseHandler, l)
+	endSpan(span, err)
 	res := acquire.Result{Slot: l.Slot, Duration: time.Since(start), Err: err}
 	// Record the outcome even if the shutdown timeout cancelled ctx, but
 	// not for long after the scheduler stopped waiting for its workers.
@@ -250,7 +256,7 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acqu
 	switch {
 	case errors.Is(context.Cause(hctx), acquire.ErrLeaseLost):
 		res.Outcome, res.Err = acquire.Abandoned, context.Cause(hctx)
-		s.opts.Logger.Warn("almanac: lease lost; the handler was stopped", j.logArgs("slot", l.Slot.Slot.String(), "fence", l.Fence, "error", res.Err)...)
+		s.opts.Logger.Warn("almanac: lease lost; the handler was stopped", j.slotArgs(l.Slot, "error", res.Err)...)
 		// A holder that gave its lease up because it could not renew it
 		// hands the slot back if the database is reachable again, so that
 		// another worker need not wait for the lease to expire. Guarded by
@@ -287,7 +293,7 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease) acqu
 		if res.Outcome != acquire.Abandoned {
 			res.Outcome, res.Err = acquire.Abandoned, fmt.Errorf("recording the outcome failed: %w (the slot runs again once its lease expires)", werr)
 		}
-		s.opts.Logger.Error("almanac: recording the outcome failed", j.logArgs("slot", l.Slot.Slot.String(), "fence", l.Fence, "error", werr)...)
+		s.opts.Logger.Error("almanac: recording the outcome failed", j.slotArgs(l.Slot, "error", werr)...)
 	}
 	return res
 }
@@ -301,18 +307,10 @@ func callLeaseHandler(ctx context.Context, h LeaseHandler, l *acquire.Lease) (er
 	return h(ctx, l)
 }
 
-// report logs one slot outcome and passes it to OnResult.
+// report records one slot outcome (log, metrics) and passes it to
+// OnResult.
 func (s *Scheduler) report(j *job, res acquire.Result) {
-	args := j.logArgs("slot", res.Slot.Slot.String(), "attempt", res.Slot.Attempt,
-		"duration", res.Duration.Round(time.Microsecond), "outcome", string(res.Outcome))
-	if res.Err != nil && res.Outcome != acquire.Completed {
-		args = append(args, "error", res.Err.Error())
-	}
-	if res.Outcome == acquire.Failed || res.Outcome == acquire.Parked {
-		s.opts.Logger.Warn("almanac: slot", args...)
-	} else {
-		s.opts.Logger.Info("almanac: slot", args...)
-	}
+	s.record(j, res)
 	if s.opts.OnResult != nil {
 		s.opts.OnResult(Result{Job: j.Job, Result: res})
 	}

@@ -10,12 +10,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/telemetry"
 )
 
 // Defaults of Options.
@@ -52,9 +56,16 @@ type Options struct {
 	// Run's context is done, before their contexts are cancelled. Default
 	// 30 s.
 	ShutdownTimeout time.Duration
-	// Logger receives one line per slot outcome and the scheduler's
-	// warnings. Default: silent.
+	// Logger receives the scheduler's events (docs/operations.md lists
+	// them): workers starting and stopping at info, claims and completions
+	// at debug, failures, parkings and takeovers at warn. Default: silent.
 	Logger *slog.Logger
+	// MeterProvider receives the slot counters and the handler, claim and
+	// lateness histograms, and the busy-workers gauge; TracerProvider a
+	// span per handler run, which the handler's context carries. Default:
+	// no-op.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 	// OnResult, if set, is called after every slot outcome, from the
 	// worker's goroutine.
 	OnResult func(Result)
@@ -83,6 +94,7 @@ type Scheduler struct {
 	pool *pgxpool.Pool
 	opts Options
 	jobs []*job
+	tel  *telemetry.Instruments
 
 	mu      sync.Mutex
 	running int
@@ -98,7 +110,15 @@ type job struct {
 	completer *acquire.Completer
 	trigger   trigger
 	start     time.Time // first slot covered
-	covered   time.Time // end of what is materialized as far as this process knows
+	// owner, intervalText and the attributes label the job's log lines and
+	// measurements; set once by prepare.
+	owner, intervalText, spanName string
+	attrSet                       attribute.Set
+	// add and record are the options of every measurement, built once:
+	// a variadic call would allocate its slice per slot.
+	add     []metric.AddOption
+	record  []metric.RecordOption
+	covered time.Time // end of what is materialized as far as this process knows
 	// guarded by Scheduler.mu
 	hasWork bool
 	// wakes counts wake-ups, so a worker that found nothing clears hasWork
@@ -131,7 +151,8 @@ func New(pool *pgxpool.Pool, opts Options) *Scheduler {
 	if opts.Clock == nil {
 		opts.Clock = systemClock{}
 	}
-	return &Scheduler{pool: pool, opts: opts, poke: make(chan struct{}, 1)}
+	return &Scheduler{pool: pool, opts: opts, poke: make(chan struct{}, 1),
+		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}
 }
 
 // Add adds a job. Call it before Run.
@@ -202,6 +223,7 @@ func (s *Scheduler) prepare(ctx context.Context) error {
 		if j.queue, err = acquire.New(ctx, s.pool, j.Series, qopts); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
+		j.seriesAttrs(j.queue.Owner().String())
 		if j.cov, err = coverage.New(ctx, s.pool, j.Series, coverage.Options{Schema: s.opts.Schema}); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
@@ -210,6 +232,7 @@ func (s *Scheduler) prepare(ctx context.Context) error {
 		}
 		j.hasWork = true
 	}
+	s.logStarted(ctx)
 	return nil
 }
 
@@ -282,6 +305,7 @@ func (s *Scheduler) materialize(ctx context.Context, j *job, from, now time.Time
 			return fmt.Errorf("scheduler: %s: catch-up: %w", j.Series.Name(), err)
 		}
 		if res.Inserted > 0 {
+			s.tel.Skipped.Add(ctx, res.Inserted, j.add...)
 			s.opts.Logger.Info("almanac: skipped missed slots", "series", j.Series.Name(), "interval", j.Series.Interval().String(),
 				"slots", res.Inserted, "policy", j.CatchUp.String())
 		}

@@ -8,6 +8,7 @@ import (
 
 	_ "time/tzdata" // the same zone rules on every machine that runs the tests
 
+	"github.com/almanacdev/almanac/internal/longtest"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -130,9 +131,11 @@ func TestGridProperties(t *testing.T) {
 	}
 	lo := time.Date(1850, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	hi := time.Date(2150, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
-	iterations := 20000
+	// 20,000 random series and instants before a release; a fixed sample
+	// of the same stream otherwise.
+	iterations := longtest.Pick(1500, 20000)
 	if testing.Short() {
-		iterations = 2000
+		iterations = min(iterations, 500)
 	}
 	for i := 0; i < iterations; i++ {
 		loc := locs[rng.IntN(len(locs))]
@@ -160,21 +163,30 @@ func TestGridProperties(t *testing.T) {
 
 // TestGridAroundEveryTransition walks every offset change of the tricky
 // zones between 1900 and 2040 and checks the grid just before, at and after
-// each one, for daily, hourly and monthly series.
+// each one, for daily, hourly and monthly series. Before a release
+// (ALMANAC_LONG_TESTS) every transition is checked with every interval;
+// otherwise each transition with one of them, in turn, so that every
+// transition and every interval is still checked.
 func TestGridAroundEveryTransition(t *testing.T) {
-	for _, z := range trickyZones {
+	intervals := []string{"P1D", "PT1H", "PT30M", "P1M", "P1W", "P1DT12H"}
+	stride := longtest.Pick(len(intervals), 1)
+	for zi, z := range trickyZones {
 		loc := zone(t, z)
-		for _, ivText := range []string{"P1D", "PT1H", "PT30M", "P1M", "P1W", "P1DT12H"} {
+		for ii, ivText := range intervals {
 			s, err := slot.NewSeries("t", slot.MustParseInterval(ivText), loc, time.Time{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			tm := time.Date(1900, 1, 1, 0, 0, 0, 0, loc)
 			end := time.Date(2040, 1, 1, 0, 0, 0, 0, loc)
-			for tm.Before(end) {
+			for n := zi; tm.Before(end); n++ {
 				_, next := tm.ZoneBounds()
 				if next.IsZero() {
 					break
+				}
+				if (n+ii)%stride != 0 {
+					tm = next
+					continue
 				}
 				for _, d := range []time.Duration{-25 * time.Hour, -time.Hour, -time.Microsecond, 0, time.Microsecond, time.Hour, 25 * time.Hour} {
 					if why := checkGrid(s, next.Add(d), 72*time.Hour); why != "" {

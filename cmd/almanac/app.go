@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/almanacdev/almanac"
 )
@@ -101,8 +102,15 @@ type app struct {
 	poolerText string
 	// listenURL is a direct connection for LISTEN (almanac run).
 	listenURL string
-	// logs is set by commands that log their work (almanac run).
-	logs bool
+	// logs is set by commands that log their work (almanac run), in
+	// logFormat (text or json; default json with --json, else text) at
+	// logLevel and above.
+	logs      bool
+	logFormat string
+	logLevel  slog.Level
+	levelText string
+	// meters, if set, receives the client's metrics (almanac run --http).
+	meters metric.MeterProvider
 	// concurrency and shutdownTimeout configure the client's workers
 	// (almanac run's --workers and --grace).
 	concurrency     int
@@ -184,11 +192,13 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
 	flags.StringVar(&a.listenURL, "listen-url", "",
 		"a direct connection to the server for LISTEN, when --database-url goes through a pooler in transaction mode (default: $ALMANAC_LISTEN_URL)")
+	flags.StringVar(&a.logFormat, "log-format", "", "format of the log on stderr of the commands that log (almanac run): text or json (default: json with --json, else text)")
+	flags.StringVar(&a.levelText, "log-level", "info", "least severe log events written: debug, info, warn or error")
 	flags.DurationVar(&a.retryTimeout, "retry-timeout", defaultRetryTimeout,
 		"how long to keep trying while the database is unreachable, full or restarting, before exiting with status 3 (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
 		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(),
-		a.historyCommand(), a.runCommand(),
+		a.historyCommand(), a.failuresCommand(), a.runCommand(), a.serveCommand(),
 		a.demoCommand())
 	return root
 }
@@ -237,24 +247,49 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 			a.retryTimeout = d
 		}
 	}
+	switch a.logFormat {
+	case "":
+		a.logFormat = "text"
+		if a.json {
+			a.logFormat = "json"
+		}
+	case "text", "json":
+	default:
+		return usagef("--log-format %q: expected text or json", a.logFormat)
+	}
+	if err := a.logLevel.UnmarshalText([]byte(a.levelText)); err != nil || !validLevel(a.levelText) {
+		return usagef("--log-level %q: expected debug, info, warn or error", a.levelText)
+	}
 	if a.retryTimeout <= 0 {
 		return usagef("--retry-timeout %s: expected a positive duration such as 30s", a.retryTimeout)
 	}
 	return nil
 }
 
-// logger returns the log of the command: on stderr, as text or with --json
-// as JSON lines, for the commands that log (almanac run); silent for the
-// others, whose stdout and single stderr line are their interface.
+// logger returns the log of the command: on stderr, as text or JSON lines
+// (--log-format) from --log-level up, for the commands that log (almanac
+// run); silent for the others, whose stdout and single stderr line are
+// their interface. The client redacts passwords in the lines it writes.
 func (a *app) logger() *slog.Logger {
+	opts := &slog.HandlerOptions{Level: a.logLevel}
 	switch {
 	case !a.logs:
 		return slog.New(slog.DiscardHandler)
-	case a.json:
-		return slog.New(slog.NewJSONHandler(a.stderr, nil))
+	case a.logFormat == "json":
+		return slog.New(slog.NewJSONHandler(a.stderr, opts))
 	default:
-		return slog.New(slog.NewTextHandler(a.stderr, nil))
+		return slog.New(slog.NewTextHandler(a.stderr, opts))
 	}
+}
+
+// validLevel reports whether text names one of the four levels --log-level
+// takes (slog also reads offsets such as "info+2", which are not offered).
+func validLevel(text string) bool {
+	switch strings.ToLower(text) {
+	case "debug", "info", "warn", "error":
+		return true
+	}
+	return false
 }
 
 // noArgs rejects positional arguments on commands that take none, as a usage

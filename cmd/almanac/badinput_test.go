@@ -39,6 +39,7 @@ type badCase struct {
 // TestBadInputNUL for how that is checked, and the NUL names refused in
 // process).
 func TestBadInputBinary(t *testing.T) {
+	t.Parallel() // its own schema
 	bin := buildAlmanac(t)
 	schema := freshSchema(t, "cli_badinput_")
 	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,7 @@ import (
 	"github.com/almanacdev/almanac/migrations"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(cliTests{m}) }
 
 type result struct {
 	code           int
@@ -52,7 +53,7 @@ func requireOK(t *testing.T, r result) {
 // the test whatever the test did to it.
 func freshSchema(t *testing.T, prefix string) string {
 	t.Helper()
-	name := prefix + fmt.Sprint(time.Now().UnixNano()%1e9)
+	name := prefix + fmt.Sprint(rand.Uint32()) // unique among parallel tests
 	pool := pgtest.Pool(t)
 	t.Cleanup(func() {
 		_, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sqlschema.Quote(name)+" CASCADE")
@@ -140,6 +141,7 @@ func TestMigrateConcurrently(t *testing.T) {
 }
 
 func TestHostileSchemaNames(t *testing.T) {
+	t.Parallel() // its own schema
 	for _, prefix := range []string{`we"ird_`, `x; DROP TABLE slot; --`, `Space s'_`, `"; SELECT pg_sleep(10); --`} {
 		schema := freshSchema(t, prefix)
 		requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
@@ -282,10 +284,8 @@ func TestUnavailableExitsThree(t *testing.T) {
 // TestBinaryExitCodes checks that the exit codes reach the shell from the
 // real binary, and that errors are single lines without stack traces.
 func TestBinaryExitCodes(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "almanac")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
+	t.Parallel() // its own processes
+	bin := buildAlmanac(t)
 	for _, tt := range []struct {
 		args []string
 		env  string
@@ -315,12 +315,17 @@ func TestBinaryExitCodes(t *testing.T) {
 // TestDemo runs `almanac demo` against the test database: it must end with
 // its verification line, and drop its schema.
 func TestDemo(t *testing.T) {
+	t.Parallel() // the demo makes and drops a schema of its own
 	r := cli(t, "demo")
 	requireOK(t, r)
 	require.Contains(t, r.stdout, "verified: 2,016 slots, 2,016 report rows, 0 duplicates, 24 re-opened windows recomputed once")
 	require.Contains(t, r.stdout, "gaps        none")
+	// Its own schema, named in its output: other runs (other test binaries
+	// on the same server) may have demo schemas of their own meanwhile.
+	m := regexp.MustCompile(`(?m)^schema +(almanac_demo_\w+)$`).FindStringSubmatch(r.stdout)
+	require.NotNil(t, m, "the demo names its schema:\n%s", r.stdout)
 	var left int
 	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(),
-		`SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'almanac\_demo\_%'`).Scan(&left))
+		`SELECT count(*) FROM pg_namespace WHERE nspname = $1`, m[1]).Scan(&left))
 	require.Zero(t, left, "the demo drops its schema")
 }

@@ -48,6 +48,7 @@ func decode[T any](t *testing.T, r result) T {
 }
 
 func TestCoverageCommands(t *testing.T) {
+	t.Parallel() // its own schema
 	schema := coverageSchema(t)
 	sensor := func(cmd string, extra ...string) []string {
 		return append([]string{"--schema", schema, "--json", cmd, "sensor", "--interval", "PT5M"}, extra...)
@@ -175,6 +176,7 @@ func TestCoverageHelp(t *testing.T) {
 }
 
 func TestCoverageBadInputExitsTwoAndWritesNothing(t *testing.T) {
+	t.Parallel() // its own schema
 	schema := coverageSchema(t)
 	requireOK(t, cli(t, "--schema", schema, "materialize", "sensor", "--interval", "PT5M", "--from", "2026-03-01T00:00:00Z", "--to", "2026-03-01T01:00:00Z"))
 	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'COMPLETE' WHERE slot_start < '2026-03-01T00:30:00Z'`)

@@ -65,7 +65,7 @@ func (a *app) connectClient(ctx context.Context) (*almanac.Client, error) {
 	}
 	a.client, err = almanac.New(pool, almanac.Options{
 		Schema: a.schema, Pooler: a.pooler, ListenURL: a.listenURL, RetryBudget: a.retryTimeout, Actor: actor,
-		Logger: a.logger(), Concurrency: a.concurrency, ShutdownTimeout: a.shutdownTimeout,
+		Logger: a.logger(), Concurrency: a.concurrency, ShutdownTimeout: a.shutdownTimeout, MeterProvider: a.meters,
 	})
 	return a.client, err
 }

@@ -197,6 +197,39 @@ var flagCases = []flagCase{
 		}
 		return slot.CheckTime(v)
 	}, false},
+	{"failures NAME", func(v string) []string { return []string{"failures", v} }, func(v string) error {
+		if strings.HasPrefix(v, "-") {
+			return nil // read as a flag
+		}
+		return slot.CheckName(v)
+	}, true},
+	{"failures --from", func(v string) []string { return []string{"failures", eq("from", v)} }, func(v string) error {
+		if v == "" {
+			return nil
+		}
+		return slot.CheckTime(v)
+	}, true},
+	{"--log-level", func(v string) []string { return []string{eq("log-level", v), "failures"} }, func(v string) error {
+		if !validLevel(v) {
+			return errors.New("not a level")
+		}
+		return nil
+	}, true},
+	{"--log-format", func(v string) []string { return []string{eq("log-format", v), "failures"} }, func(v string) error {
+		if v != "" && v != "text" && v != "json" {
+			return errors.New("not a format")
+		}
+		return nil
+	}, true},
+	{"run --http", func(v string) []string {
+		return []string{"run", "x", "--interval", "PT5M", eq("http", v), "--", "true"}
+	}, func(v string) error {
+		if v == "" {
+			return nil
+		}
+		_, err := httpAddr(v)
+		return err
+	}, false},
 	{"migrate grants --runtime", func(v string) []string {
 		return []string{"migrate", "grants", eq("runtime", v), "--migrator", "owner"}
 	}, func(v string) error {

@@ -63,6 +63,7 @@ func shellWords(t *testing.T, line string) []string {
 // input (exit 2). The sidecar examples that run until stopped are stopped
 // once they log that they run.
 func TestHelpExamplesRun(t *testing.T) {
+	t.Parallel() // its own schema
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("an `almanac run` example runs python3: apt-get install -y python3")
 	}
@@ -71,7 +72,7 @@ func TestHelpExamplesRun(t *testing.T) {
 	requireOK(t, cli(t, "--schema", schema, "series", "add", "sensor_report", "--interval", "PT5M"))
 	requireOK(t, cli(t, "--schema", schema, "series", "add", "billing", "--interval", "P1D", "--tz", "Europe/Berlin"))
 	work := t.TempDir()
-	for name, body := range map[string]string{"report.sh": "#!/bin/sh\n", "bill": "#!/bin/sh\n", "fill.py": ""} {
+	for name, body := range map[string]string{"report.sh": "#!/bin/sh\n", "bill": "#!/bin/sh\n", "fill.py": "", "token": "an-example-token-0123456789\n"} {
 		require.NoError(t, os.WriteFile(filepath.Join(work, name), []byte(body), 0o755))
 	}
 
@@ -89,6 +90,19 @@ func TestHelpExamplesRun(t *testing.T) {
 			var code int
 			var stderr string
 			switch {
+			case c.Name() == "serve":
+				// On a free port: the examples' ports may be taken.
+				p := startIn(t, work, env, bin, append(args, "--http", "127.0.0.1:0")...)
+				waitFor(t, line+" to serve", time.Minute, func() bool {
+					select {
+					case <-p.done:
+						return true
+					default:
+						return strings.Contains(p.stderrSoFar(), "serving the coverage page")
+					}
+				})
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				code, stderr = p.wait(t, time.Minute), p.stderr.String()
 			case c.Name() == "run" && !strings.Contains(line, "--once"):
 				p := startIn(t, work, env, bin, args...)
 				waitFor(t, line+" to start", time.Minute, func() bool {

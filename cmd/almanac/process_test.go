@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,14 +20,47 @@ import (
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
-// buildAlmanac builds the CLI into a temporary directory.
+// cliBinary is the CLI built once per test binary by buildAlmanac, in a
+// directory TestMain removes.
+var cliBinary struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// buildAlmanac returns the CLI built from this directory, building it on
+// first use. Tests share it and must not change it.
 func buildAlmanac(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "almanac")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
-	return bin
+	cliBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "almanac-cli-test-")
+		if err != nil {
+			cliBinary.err = err
+			return
+		}
+		cliBinary.dir = dir
+		bin := filepath.Join(dir, "almanac")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			cliBinary.err = fmt.Errorf("build the CLI: %w\n%s", err, out)
+			return
+		}
+		cliBinary.path = bin
+	})
+	if cliBinary.err != nil {
+		t.Fatal(cliBinary.err)
+	}
+	return cliBinary.path
+}
+
+// cliTests runs the package's tests, then removes the CLI they shared.
+type cliTests struct{ m *testing.M }
+
+func (c cliTests) Run() int {
+	code := c.m.Run()
+	if cliBinary.dir != "" {
+		_ = os.RemoveAll(cliBinary.dir)
+	}
+	return code
 }
 
 // process is a running almanac.

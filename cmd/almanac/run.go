@@ -7,13 +7,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/almanacdev/almanac"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/almanacdev/almanac"
 )
 
 type runFlags struct {
 	interval, tz, origin, from, to string
-	schedule, lag, catchUp         string
+	schedule, lag, catchUp, http   string
 	timeout, leaseTTL, grace       string
 	workers, maxAttempts, skipExit int
 	env                            []string
@@ -71,10 +74,16 @@ With --once: materialize what is due, run the slots in range (--from/--to, else
 from the earliest stored slot to the last due one), waiting for slots other
 processes hold and riding out database faults, then exit 0 if every slot in
 range is complete or skipped, and 1 (saying how many are left and why) if any
-failed, is parked, or was still running elsewhere when a signal stopped it.`,
+failed, is parked, or was still running elsewhere when a signal stopped it.
+
+With --http ADDR: serve Prometheus metrics on /metrics (docs/operations.md
+lists them), /healthz (200 while the process runs) and /readyz (200 once the
+database answers, the schema is migrated and the job is registered; 503 with
+the reason otherwise). A bare port binds to 127.0.0.1.`,
 		Example: `  almanac run sensor_report --interval PT5M --lag PT1M -- ./report.sh
   almanac run billing --interval P1D --tz Europe/Berlin --schedule 'CRON_TZ=Europe/Berlin 30 2 * * *' --workers 2 --env BILLING_API_URL -- ./bill
-  almanac run backfill --interval P1D --from 2026-01-01 --to 2026-01-08 --once --workers 4 --timeout PT10M -- python3 fill.py`,
+  almanac run backfill --interval P1D --from 2026-01-01 --to 2026-01-08 --once --workers 4 --timeout PT10M -- python3 fill.py
+  almanac run sensor_report --interval PT5M --http 127.0.0.1:0 --log-format json --log-level debug -- ./report.sh`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if dash != 1 || len(args) < 2 {
@@ -104,6 +113,7 @@ failed, is parked, or was still running elsewhere when a signal stopped it.`,
 	fl.StringArrayVar(&f.env, "env", nil, "NAME: pass this variable of almanac's environment to the command; NAME=value: set it (repeatable)")
 	fl.BoolVar(&f.envAll, "env-all", false, "pass almanac's whole environment to the command, except the database URL and PG* variables not named with --env")
 	fl.BoolVar(&f.once, "once", false, "run what is due, then exit: 0 if nothing failed, 1 otherwise")
+	fl.StringVar(&f.http, "http", "", "serve Prometheus /metrics, /healthz and /readyz on HOST:PORT (a bare PORT binds to 127.0.0.1)")
 	return cmd
 }
 
@@ -194,6 +204,12 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 			return usageError(fmt.Errorf("--env: %w", err))
 		}
 	}
+	var addr string
+	if f.http != "" {
+		if addr, err = httpAddr(f.http); err != nil {
+			return err
+		}
+	}
 	command := almanac.Command{
 		Path: program, Args: args, Env: f.env, EnvAll: f.envAll, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
 		Stdout: a.stdout, Stderr: a.stderr,
@@ -209,6 +225,14 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	// connection of its own.
 	a.poolSize = int32(2*f.workers + 2)
 	a.concurrency, a.shutdownTimeout, a.logs = f.workers, grace, true
+	var registry *prometheus.Registry
+	if addr != "" {
+		var meters *sdkmetric.MeterProvider
+		if meters, registry, err = newMetrics(); err != nil {
+			return err
+		}
+		a.meters = meters
+	}
 	c, err := a.connectMigrated(ctx)
 	if err != nil {
 		return err
@@ -245,6 +269,13 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	}
 	if err := c.Register(job); err != nil {
 		return usageError(err)
+	}
+	if addr != "" {
+		stop, err := a.serveOps(addr, opsMux(c, registry, almanac.ReadyOptions{Jobs: true}))
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	logger := a.logger()
 	logger.Info("almanac: sidecar starting", "series", name, "interval", iv.String(), "workers", f.workers,

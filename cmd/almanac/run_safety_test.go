@@ -70,6 +70,7 @@ echo "done $ALMANAC_ATTEMPT" >> "`+dir+`/runs"
 // invalid UTF-8 and a multi-byte character cut by the kept tail fails its
 // slot like any other: recorded, and --once exits 1.
 func TestRunFailureAlwaysRecorded(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	// "€" is 3 bytes; 3071 bytes follow it, so the kept 3 KiB start on its
@@ -101,6 +102,7 @@ exit 1
 // TestRunFromToBoundsWhatRuns: with --from and --to, --once runs the slots
 // starting in [from, to) and leaves older open slots alone.
 func TestRunFromToBoundsWhatRuns(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	requireOK(t, cli(t, "--schema", schema, "series", "add", "bounded", "--interval", "PT1M"))
@@ -134,6 +136,7 @@ func sortedLines(s string) string {
 // command's environment (not even with --env-all) nor, when the command
 // prints a password anyway, the stored message or the log.
 func TestRunKeepsSecrets(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	// The test server trusts every connection: the password is not checked,
@@ -167,6 +170,7 @@ exit 1
 
 // TestRunTimeoutDefault: --timeout has a limit by default, and says why.
 func TestRunTimeoutDefault(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	r := cliEnv(t, nil, "run", "--help")
 	requireOK(t, r)
 	require.Contains(t, r.stdout, `would hold its slot for ever (0: no limit) (default "1h")`)

@@ -18,6 +18,7 @@ import (
 // TestRunOnceThreeProcesses: three `almanac run --once` over the same 200
 // slots: every slot COMPLETE, every slot's command ran exactly once.
 func TestRunOnceThreeProcesses(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	out := filepath.Join(t.TempDir(), "ran")
@@ -47,6 +48,7 @@ func TestRunOnceThreeProcesses(t *testing.T) {
 // TestRunRetriesSkipsAndCompletes: a command that fails twice then
 // succeeds, and one that exits with the skip code.
 func TestRunRetriesSkipsAndCompletes(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	dir := t.TempDir()
@@ -77,6 +79,7 @@ if [ "$n" -lt 3 ]; then echo "not yet ($n)" >&2; exit 1; fi
 // TestRunSIGTERMMidSlot: SIGTERM while a command runs: almanac exits 0
 // within the grace period, and the slot is later completed exactly once.
 func TestRunSIGTERMMidSlot(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	dir := t.TempDir()
@@ -106,6 +109,7 @@ echo done >> "`+dir+`/log"
 // TestRunTakeoverKillsStaleChild: a process frozen past its lease loses the
 // slot to another; when it resumes, its command is killed.
 func TestRunTakeoverKillsStaleChild(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	dir := t.TempDir()
@@ -181,6 +185,7 @@ func TestRunBadInput(t *testing.T) {
 // TestRunSecondSignal: a second SIGTERM exits at once (130) and kills the
 // running command rather than leaving it behind unsupervised.
 func TestRunSecondSignal(t *testing.T) {
+	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
 	dir := t.TempDir()

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/internal/sensor"
 )
 
 func main() {
@@ -46,14 +45,14 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 		return err
 	}
 	now := time.Now()
-	if err := sensor.Setup(ctx, pool, schema, hours, now); err != nil {
+	if err := setup(ctx, pool, schema, hours, now); err != nil {
 		return err
 	}
 	series, err := client.Series(ctx, "sensor_report", "PT5M", almanac.SeriesOptions{})
 	if err != nil {
 		return err
 	}
-	if err := client.Register(sensor.Job(series, schema, hours, now)); err != nil {
+	if err := client.Register(reportJob(series, schema, hours, now)); err != nil {
 		return err
 	}
 	summary, err := client.Drain(ctx)
@@ -66,19 +65,29 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 	// from two hours ago.
 	lateFrom := now.Add(-2 * time.Hour).Truncate(time.Hour)
 	lateTo := lateFrom.Add(time.Hour)
-	s := pgx.Identifier{schema}.Sanitize()
-	tag, err := pool.Exec(ctx, `INSERT INTO `+s+`.sensor_reading
-		SELECT t, 9, 42 FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 second', interval '30 seconds') t`,
-		lateFrom, lateTo)
+	// The late readings and the re-open of their windows commit together:
+	// if either fails, neither happened, so no window can be left reported
+	// without the data it should have counted. Idle workers are woken when
+	// the transaction commits.
+	var late int64
+	var reopened almanac.ReopenResult
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		s := pgx.Identifier{schema}.Sanitize()
+		tag, err := tx.Exec(ctx, `INSERT INTO `+s+`.sensor_reading
+			SELECT t, 9, 42 FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 second', interval '30 seconds') t`,
+			lateFrom, lateTo)
+		if err != nil {
+			return err
+		}
+		late = tag.RowsAffected()
+		reopened, err = client.ReopenTx(ctx, tx, series, lateFrom, lateTo, almanac.ReopenOptions{Reason: "late data from sensor 9"})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "late data: %d readings for [%s, %s)\n", tag.RowsAffected(), lateFrom.UTC().Format(time.RFC3339), lateTo.UTC().Format(time.RFC3339))
+	fmt.Fprintf(out, "late data: %d readings for [%s, %s)\n", late, lateFrom.UTC().Format(time.RFC3339), lateTo.UTC().Format(time.RFC3339))
 
-	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, almanac.ReopenOptions{Reason: "late data from sensor 9"})
-	if err != nil {
-		return err
-	}
 	status, err := client.Status(ctx, series, lateFrom, lateTo)
 	if err != nil {
 		return err

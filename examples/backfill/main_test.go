@@ -8,24 +8,24 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/almanactest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { almanactest.Main(m) }
 
 // TestBackfill: the late hour's twelve reports are recomputed exactly once
 // and count the late readings; no other report is touched.
 func TestBackfill(t *testing.T) {
-	db := pgtest.New(t)
+	pool, schema := almanactest.Pool(t), almanactest.Schema(t)
 	ctx := context.Background()
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, db.Pool, db.Schema, &out))
+	require.NoError(t, run(ctx, pool, schema, &out))
 	require.Contains(t, out.String(), "re-opened 12 windows: 12 available, 0 complete")
 	require.Contains(t, out.String(), "recomputed 12 windows: 12 complete, 100% covered, 0 missing")
 
-	s := pgx.Identifier{db.Schema}.Sanitize()
+	s := pgx.Identifier{schema}.Sanitize()
 	var twice, other, wrong int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT
+	require.NoError(t, pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM `+s+`.sensor_report WHERE computations = 2),
 		(SELECT count(*) FROM `+s+`.sensor_report WHERE computations NOT IN (1, 2)),
 		(SELECT count(*) FROM `+s+`.sensor_report r WHERE readings <> (SELECT count(*) FROM `+s+`.sensor_reading

@@ -10,23 +10,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/almanactest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { almanactest.Main(m) }
 
 // TestQuickStart runs the README's quick start in the test's schema
 // (ALMANAC_SCHEMA for almanac's tables, search_path for its report table)
 // until the window that is due now is reported.
 func TestQuickStart(t *testing.T) {
-	db := pgtest.New(t)
-	cfg, err := pgxpool.ParseConfig(db.URL)
+	schema := almanactest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(almanactest.URL(t))
 	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["search_path"] = db.Schema
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	t.Setenv("ALMANAC_SCHEMA", db.Schema)
+	t.Setenv("ALMANAC_SCHEMA", schema)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

@@ -21,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/internal/sensor"
 )
 
 func main() {
@@ -55,14 +54,14 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, once bool, out 
 		return err
 	}
 	now := time.Now()
-	if err := sensor.Setup(ctx, pool, schema, hours, now); err != nil {
+	if err := setup(ctx, pool, schema, hours, now); err != nil {
 		return err
 	}
 	series, err := client.Series(ctx, "sensor_report", "PT5M", almanac.SeriesOptions{})
 	if err != nil {
 		return err
 	}
-	if err := client.Register(sensor.Job(series, schema, hours, now)); err != nil {
+	if err := client.Register(reportJob(series, schema, hours, now)); err != nil {
 		return err
 	}
 	if once {

@@ -9,29 +9,29 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/almanactest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { almanactest.Main(m) }
 
 // TestReport runs three instances at once; every due window is reported
 // exactly once, with the right count.
 func TestReport(t *testing.T) {
-	db := pgtest.New(t)
+	pool, schema := almanactest.Pool(t), almanactest.Schema(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range errs {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = run(ctx, db.Pool, db.Schema, true, io.Discard) }()
+		go func() { defer wg.Done(); errs[i] = run(ctx, pool, schema, true, io.Discard) }()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	s := pgx.Identifier{db.Schema}.Sanitize()
+	s := pgx.Identifier{schema}.Sanitize()
 	var slots, complete, reports, wrong, recomputed int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT
+	require.NoError(t, pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM `+s+`.slot),
 		(SELECT count(*) FROM `+s+`.slot WHERE status = 'COMPLETE'),
 		(SELECT count(*) FROM `+s+`.sensor_report),

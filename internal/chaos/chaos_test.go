@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/almanacdev/almanac/internal/longtest"
 	"github.com/almanacdev/almanac/internal/pgcluster"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -28,7 +29,6 @@ import (
 const (
 	seriesName = "chaos_report"
 	interval   = "PT1M"
-	slots      = 2400
 	// skipEvery: the workers skip the slots whose grid index is a multiple
 	// of it (about 25 of the range), so SKIP outcomes are part of the run.
 	skipEvery = 97
@@ -55,11 +55,16 @@ const (
 	hostileRole = "chaos_hostile"
 )
 
+// slots is the size of the range: 2,400 with ALMANAC_LONG_TESTS, else
+// 1,200. The faults are planned as shares of it, so a shorter range gets the
+// same faults, closer together.
+var slots = longtest.Pick(1200, 2400)
+
 // rangeFrom is the first slot of the range; the range is [rangeFrom,
 // rangeTo).
 var (
 	rangeFrom = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rangeTo   = rangeFrom.Add(slots * time.Minute)
+	rangeTo   = rangeFrom.Add(time.Duration(slots) * time.Minute)
 )
 
 // fleetPlan is the mix of workers: every mode, and every mode also as the
@@ -327,7 +332,7 @@ func (r *round) hostileURL() string {
 // overlapping piece of the first part of the range as it starts, so the
 // pieces are inserted by several processes at once.
 func (r *round) workers() []*workerSpec {
-	first := int(firstPart * slots)
+	first := int(firstPart * float64(slots))
 	step := first / len(fleetPlan)
 	var specs []*workerSpec
 	for i, w := range fleetPlan {

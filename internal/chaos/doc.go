@@ -5,8 +5,8 @@
 //
 // The test starts its own PostgreSQL cluster (pgcluster, TCP on 127.0.0.1,
 // durable settings so that an immediate shutdown is a real crash recovery).
-// A round, in a schema of its own, registers one series of 2,400
-// one-minute slots and starts ten worker
+// A round, in a schema of its own, registers one series of 1,200
+// one-minute slots (2,400 with ALMANAC_LONG_TESTS) and starts ten worker
 // processes that mix locked mode (Queue.Run), batched locked mode
 // (Queue.RunBatch) and lease mode (Queue.Claim, KeepAlive,
 // Lease.CompleteTx); three of them connect as a role whose defaults are
@@ -54,6 +54,7 @@
 // Environment:
 //
 //	ALMANAC_CHAOS_SEED=N    replay the round of seed N (default: the clock)
+//	ALMANAC_LONG_TESTS=1    rounds of 2,400 slots instead of 1,200
 //	ALMANAC_CHAOS_SOAK=30m  run rounds back to back (seeds N, N+1, …) for
 //	                        that long, on one cluster, stopping at the first
 //	                        failure

@@ -129,7 +129,7 @@ func (r *round) inject(plan []plannedFault) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("no progress for %s at %d of %d slots done, with %d fault(s) still planned\n%s",
 				stallBound, last, slots, len(plan), r.openSlots())
 		}
-		for len(plan) > 0 && plan[0].at*slots <= float64(last) {
+		for len(plan) > 0 && plan[0].at*float64(slots) <= float64(last) {
 			f := plan[0]
 			plan = plan[1:]
 			wg.Go(func() { r.fire(f) })
@@ -465,7 +465,7 @@ func (r *round) materialize(f plannedFault) (string, error) {
 	defer r.restart.RUnlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	first := int(firstPart * slots)
+	first := int(firstPart * float64(slots))
 	quarter := (slots - first) / 4
 	pieces := [][2]int{
 		{first - quarter + int(f.pick*float64(quarter)), first + 2*quarter},

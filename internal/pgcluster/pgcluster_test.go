@@ -63,6 +63,7 @@ func TestFindOrder(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var log syncBuffer
 	began := time.Now()
@@ -122,6 +123,7 @@ func TestCluster(t *testing.T) {
 }
 
 func TestStartFailureReportsLog(t *testing.T) {
+	t.Parallel()
 	_, err := Start(context.Background(), Options{Settings: map[string]string{"no_such_setting": "1"}})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "no_such_setting", "the error carries the server log")
@@ -130,6 +132,7 @@ func TestStartFailureReportsLog(t *testing.T) {
 }
 
 func TestStartRejectsBadSetting(t *testing.T) {
+	t.Parallel()
 	_, err := Start(context.Background(), Options{Settings: map[string]string{"work_mem": "1MB\nfsync = on"}})
 	require.ErrorContains(t, err, "invalid setting")
 	_, err = Start(context.Background(), Options{Settings: map[string]string{"port": "5432"}})
@@ -137,11 +140,13 @@ func TestStartRejectsBadSetting(t *testing.T) {
 }
 
 func TestStartWithoutBinaries(t *testing.T) {
+	t.Parallel()
 	_, err := Start(context.Background(), Options{BinDir: t.TempDir()})
 	require.ErrorContains(t, err, "initdb")
 }
 
 func TestKilledServerCanStartAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, err := Start(ctx, Options{Settings: FastSettings})
 	require.NoError(t, err)
@@ -163,6 +168,7 @@ func TestKilledServerCanStartAgain(t *testing.T) {
 }
 
 func TestPortTaken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, err := Start(ctx, Options{Settings: FastSettings})
 	require.NoError(t, err)
@@ -174,6 +180,8 @@ func TestPortTaken(t *testing.T) {
 	t.Log(err)
 }
 
+// TestPortTakenRetries replaces freePort, so it is not parallel: the
+// parallel tests, which start clusters, run after it.
 func TestPortTakenRetries(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

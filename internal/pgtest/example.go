@@ -7,40 +7,43 @@ import (
 	"testing"
 )
 
-// Example returns a freshly migrated schema for a runnable Example function,
-// which has no testing.TB. It panics if no database can be had (the example
-// then fails with the harness's message), and the schema is dropped when
-// Main finishes.
-func Example() *DB { return New(exampleTB{}) }
+// ExampleTB returns a testing.TB for a runnable Example function, which has
+// none: Fatal and Fatalf panic (the example then fails with the message),
+// Error, Errorf, Log and Logf print to stderr, and cleanups run when Main
+// finishes, newest first. Helper is a no-op; any other method panics, and
+// the harness calls no other.
+func ExampleTB() testing.TB { return exampleTB{} }
 
 var (
 	exampleCleanupMu sync.Mutex
 	exampleCleanups  []func()
 )
 
-// exampleTB is the part of testing.TB the harness uses. The embedded
-// interface is nil: any other method would panic, which the harness never
-// calls.
+// exampleTB implements the methods listed at ExampleTB. The embedded
+// interface is nil: any other method would panic.
 type exampleTB struct{ testing.TB }
 
 func (exampleTB) Helper()                        {}
 func (exampleTB) Fatal(args ...any)              { panic(fmt.Sprint(args...)) }
 func (exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-func (exampleTB) Errorf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "pgtest: "+format+"\n", a...)
-}
+func (exampleTB) Error(args ...any)              { fmt.Fprintln(os.Stderr, args...) }
+func (exampleTB) Errorf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+func (exampleTB) Log(args ...any)                { fmt.Fprintln(os.Stderr, args...) }
+func (exampleTB) Logf(format string, a ...any)   { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 func (exampleTB) Cleanup(f func()) {
 	exampleCleanupMu.Lock()
 	defer exampleCleanupMu.Unlock()
 	exampleCleanups = append(exampleCleanups, f)
 }
 
-// runExampleCleanups runs the cleanups of Example schemas, newest first.
+// runExampleCleanups runs the cleanups registered through ExampleTB,
+// newest first.
 func runExampleCleanups() {
 	exampleCleanupMu.Lock()
-	defer exampleCleanupMu.Unlock()
-	for i := len(exampleCleanups) - 1; i >= 0; i-- {
-		exampleCleanups[i]()
-	}
+	fs := exampleCleanups
 	exampleCleanups = nil
+	exampleCleanupMu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
 }

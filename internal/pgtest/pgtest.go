@@ -9,6 +9,12 @@
 // URL); when none is configured or running locally, the harness starts a
 // throwaway cluster with pgcluster, so the tests run anywhere PostgreSQL is
 // installed and never skip for want of a database.
+//
+// Users get the same harness as the public package almanactest, a thin
+// layer over this one. It lives here, below the root package, because the
+// tests inside acquire, coverage, scheduler and migrations need it and a
+// package's own tests cannot import a package that imports it (almanactest
+// imports the root, which imports them all).
 package pgtest
 
 import (
@@ -81,7 +87,7 @@ func Main(m interface{ Run() int }) {
 	mainRan.Store(true)
 	code := m.Run()
 	if err := shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, "pgtest:", err)
+		fmt.Fprintln(os.Stderr, "almanactest:", err)
 	}
 	os.Exit(code)
 }
@@ -131,7 +137,7 @@ func URL(tb testing.TB) string {
 func requireMain(tb testing.TB) {
 	tb.Helper()
 	if !mainRan.Load() {
-		tb.Fatal("pgtest: call pgtest.Main from TestMain, so that the database it finds or starts is cleaned up:\n\tfunc TestMain(m *testing.M) { pgtest.Main(m) }")
+		tb.Fatal("almanactest: call almanactest.Main (pgtest.Main in almanac's own packages) from TestMain, so that the database it finds or starts is cleaned up:\n\tfunc TestMain(m *testing.M) { almanactest.Main(m) }")
 	}
 }
 
@@ -156,16 +162,16 @@ func Pool(tb testing.TB) *pgxpool.Pool {
 func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: parse database URL: %w", err)
+		return nil, fmt.Errorf("almanactest: parse database URL: %w", err)
 	}
 	cfg.MaxConns = MaxConns
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: create pool: %w", err)
+		return nil, fmt.Errorf("almanactest: create pool: %w", err)
 	}
 	if err := p.Ping(ctx); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("pgtest: connect pool: %w", err)
+		return nil, fmt.Errorf("almanactest: connect pool: %w", err)
 	}
 	return p, nil
 }
@@ -184,13 +190,13 @@ func Schema(tb testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	if _, err := p.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
-		tb.Fatalf("pgtest: create schema %s: %v", name, err)
+		tb.Fatalf("almanactest: create schema %s: %v", name, err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		if _, err := p.Exec(ctx, "DROP SCHEMA IF EXISTS "+ident+" CASCADE"); err != nil {
-			tb.Errorf("pgtest: drop schema %s (is a connection of the test still holding a lock in it?): %v", name, err)
+			tb.Errorf("almanactest: drop schema %s (is a connection of the test still holding a lock in it?): %v", name, err)
 		}
 	})
 	return name
@@ -225,7 +231,7 @@ func New(tb testing.TB) *DB {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := migrations.Up(ctx, p, schema); err != nil {
-		tb.Fatalf("pgtest: migrate schema %s: %v", schema, err)
+		tb.Fatalf("almanactest: migrate schema %s: %v", schema, err)
 	}
 	return &DB{Pool: p, Schema: schema, URL: URL(tb)}
 }
@@ -257,7 +263,7 @@ func discover(ctx context.Context, env environment) discovery {
 		}
 		// The value is not repeated: it may hold a password.
 		if err := probe(ctx, url); err != nil {
-			return discovery{err: fmt.Errorf("pgtest: %s is set but its server does not accept a connection (fix or unset it): %w", name, err)}
+			return discovery{err: fmt.Errorf("almanactest: %s is set but its server does not accept a connection (fix or unset it): %w", name, err)}
 		}
 		return discovery{url: url}
 	}
@@ -287,7 +293,7 @@ func discover(ctx context.Context, env environment) discovery {
 }
 
 func noDatabaseError(localErr, clusterErr error) error {
-	return fmt.Errorf(`pgtest: no PostgreSQL server for the tests. Provide one in any of these ways:
+	return fmt.Errorf(`almanactest: no PostgreSQL server for the tests. Provide one in any of these ways:
   1. set TEST_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=disable
   2. start a local server on 127.0.0.1:5432 that lets user postgres in without a password (database test, else postgres)
   3. install PostgreSQL (e.g. apt-get install postgresql, or brew install postgresql) so that initdb and pg_ctl are on PATH,

@@ -99,7 +99,7 @@ func TestWithoutMain(t *testing.T) {
 		"Pool": func(tb testing.TB) { Pool(tb) },
 		"New":  func(tb testing.TB) { New(tb) },
 	} {
-		require.Contains(t, fatalOf(t, fn), "call pgtest.Main from TestMain", name)
+		require.Contains(t, fatalOf(t, fn), "call almanactest.Main (pgtest.Main in almanac's own packages) from TestMain", name)
 	}
 }
 
@@ -203,10 +203,13 @@ func TestReapOrphans(t *testing.T) {
 	require.NoError(t, dead.Run())
 	orphanDir, err := os.MkdirTemp("", dirPrefix)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(ownerFile(orphanDir), []byte(strconv.Itoa(dead.Process.Pid)), 0o644))
 	orphan, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Dir: orphanDir, Settings: pgcluster.FastSettings})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = orphan.Destroy(); _ = os.RemoveAll(orphanDir) })
+	// Orphaned only once it runs: a directory without an owner is left
+	// alone, so no throwaway start anywhere on the machine reaps it while
+	// initdb is still creating it.
+	require.NoError(t, os.WriteFile(ownerFile(orphanDir), []byte(strconv.Itoa(dead.Process.Pid)), 0o644))
 
 	// A cluster whose owner (this process) lives.
 	live, err := startThrowaway(ctx, binDir)

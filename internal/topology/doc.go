@@ -34,10 +34,12 @@
 //     (LISTEN through session pooling or a direct --listen-url; through
 //     transaction pooling a warning that wake-ups fall back to polling).
 //   - TestFailover: two sidecars and a locked-mode Client on a formation's
-//     multi-host URL, 360 slots, two failovers: none missed or run twice,
-//     work resumed within 5 s of each promotion.
-//   - TestImmediateRestart: two sidecars, 300 slots, two pg_ctl restart -m
-//     immediate: none missed or run twice.
+//     multi-host URL, 360 slots, two failovers (180 and one without
+//     ALMANAC_LONG_TESTS): none missed or run twice, work resumed within
+//     5 s of each promotion.
+//   - TestImmediateRestart: two sidecars, 300 slots (150 without
+//     ALMANAC_LONG_TESTS), two pg_ctl restart -m immediate: none missed or
+//     run twice.
 //   - TestPartitionedSidecarStopsBeforeItsLeaseExpires: a sidecar's proxy
 //     frozen for longer than its lease while its command runs; the
 //     successor's run must not overlap it.

@@ -16,18 +16,21 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/longtest"
 )
 
 // resumeBound is how soon after a failover (the new primary promoted) work
 // must resume.
 const resumeBound = 5 * time.Second
 
-// TestFailover works 360 slots with two sidecars (lease mode) and a library
-// worker (the Client, locked mode, its effect committed with the slot) on
-// a pg_auto_failover formation with synchronous replication, through its
-// multi-host URL (target_session_attrs=read-write), while the primary fails
-// over twice: no slot may be missed or run twice, and work must resume
-// within resumeBound of each failover.
+// TestFailover works 360 slots (180 unless ALMANAC_LONG_TESTS) with two
+// sidecars (lease mode) and a library worker (the Client, locked mode, its
+// effect committed with the slot) on a pg_auto_failover formation with
+// synchronous replication, through its multi-host URL
+// (target_session_attrs=read-write), while the primary fails over twice
+// (once unless ALMANAC_LONG_TESTS; the second failover promotes the old
+// primary, rejoined by a base backup): no slot may be missed or run twice,
+// and work must resume within resumeBound of each failover.
 func TestFailover(t *testing.T) {
 	t.Parallel() // most of its time is spent waiting on servers
 	began := time.Now()
@@ -45,7 +48,7 @@ func TestFailover(t *testing.T) {
 		}
 	})
 
-	const slots = 360
+	slots := longtest.Pick(180, 360)
 	url := f.URL("postgres")
 	w := newWorkload(t, url, "almanac_failover", "report", slots)
 	ctx := context.Background()
@@ -62,7 +65,7 @@ func TestFailover(t *testing.T) {
 	}
 	lib := startLibraryWorker(t, w, url, pace)
 
-	for i, at := range []int{slots / 4, slots / 2} {
+	for i, at := range longtest.Pick([]int{slots / 4}, []int{slots / 4, slots / 2}) {
 		w.waitCompleted(at, 2*time.Minute, sidecars...)
 		// The old primary rejoins as the standby by a base backup, and a
 		// failover takes from 3 to 20 s, depending on how busy the machine

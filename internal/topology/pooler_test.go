@@ -41,6 +41,7 @@ func TestPgBouncer(t *testing.T) {
 		{"transaction", Transaction, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each mode has its own PgBouncer and schema
 			p := &poolerCase{mode: c.mode, bouncer: bouncer(t, c.mode), schema: pgtest.Schema(t), direct: pgtest.Pool(t)}
 			t.Cleanup(func() {
 				if t.Failed() {

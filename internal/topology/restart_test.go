@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/longtest"
 )
 
-// TestImmediateRestart works 300 slots with two sidecars while their
-// server is restarted twice with pg_ctl restart -m immediate (a crash and
-// crash recovery): no slot may be missed or run twice.
+// TestImmediateRestart works 300 slots (150 unless ALMANAC_LONG_TESTS)
+// with two sidecars while their server is restarted twice with pg_ctl
+// restart -m immediate (a crash and crash recovery): no slot may be missed or run twice.
 func TestImmediateRestart(t *testing.T) {
 	t.Parallel() // most of its time is spent waiting on servers
 	ctx := context.Background()
@@ -28,7 +30,7 @@ func TestImmediateRestart(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	const slots = 300
+	slots := longtest.Pick(150, 300)
 	url := c.URL("postgres")
 	w := newWorkload(t, url, "almanac_restart", "report", slots)
 	sidecars := []*sidecar{

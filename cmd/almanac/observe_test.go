@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/pgtest"
+)
+
+// get returns the status and body of a GET of url.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// metricSum adds up the samples of the metric name (all label sets) in a
+// Prometheus text exposition, and checks each carries the label of series.
+func metricSum(t *testing.T, exposition, name, series string) float64 {
+	t.Helper()
+	sum, found := 0.0, false
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		require.Contains(t, line, `almanac_series="`+series+`"`, line)
+		require.NotContains(t, line, "slot=", "no metric is labelled by slot: %s", line)
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		require.NoError(t, err, line)
+		sum += v
+		found = true
+	}
+	require.True(t, found, "%s is not in the exposition:\n%s", name, exposition)
+	return sum
+}
+
+// TestOpsEndpoints runs a job through a Client wired as almanac run --http
+// wires it, scrapes /metrics and checks the counts against the database,
+// and probes /healthz and /readyz, also on a schema that is not migrated.
+func TestOpsEndpoints(t *testing.T) {
+	ctx := context.Background()
+	schema := migrated(t)
+	pool := pgtest.Pool(t)
+	meters, registry, err := newMetrics()
+	require.NoError(t, err)
+	c, err := almanac.New(pool, almanac.Options{Schema: schema, MeterProvider: meters})
+	require.NoError(t, err)
+	srv := httptest.NewServer(opsMux(c, registry, almanac.ReadyOptions{Jobs: true}))
+	defer srv.Close()
+
+	code, body := get(t, srv.URL+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+	code, body = get(t, srv.URL+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code, "no job registered yet")
+	require.Contains(t, body, "no job")
+
+	series, err := c.Series(ctx, "scraped", "PT1M", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	from := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, c.Register(almanac.Job{Series: series, Start: from, End: from.Add(10 * time.Minute), MaxAttempts: 1,
+		Handler: func(_ context.Context, _ pgx.Tx, s almanac.Slot) error {
+			if s.Start.Minute()%3 == 0 {
+				return errors.New("boom")
+			}
+			return nil
+		}}))
+	code, _ = get(t, srv.URL+"/readyz")
+	require.Equal(t, http.StatusOK, code)
+	_, err = c.Drain(ctx)
+	require.ErrorIs(t, err, almanac.ErrIncomplete)
+
+	code, body = get(t, srv.URL+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	complete := dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE name = 'scraped' AND status = 'COMPLETE'`)
+	parked := dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE name = 'scraped' AND not_before = 'infinity'`)
+	open := dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE name = 'scraped' AND status IN ('AVAILABLE', 'ACQUIRED')`)
+	require.Equal(t, 6, complete)
+	require.Equal(t, 4, parked)
+	require.EqualValues(t, complete, metricSum(t, body, "almanac_slots_completed_total", "scraped"))
+	require.EqualValues(t, parked, metricSum(t, body, "almanac_slots_parked_total", "scraped"))
+	require.EqualValues(t, parked, metricSum(t, body, "almanac_slots_failed_total", "scraped"))
+	require.EqualValues(t, open, metricSum(t, body, "almanac_slots_open", "scraped"))
+	require.EqualValues(t, complete+parked, metricSum(t, body, "almanac_handler_duration_seconds_count", "scraped"))
+	require.Greater(t, metricSum(t, body, "almanac_slots_oldest_open_age_seconds", "scraped"), 0.0)
+
+	// A schema that is not migrated is not ready, and says why.
+	bare, err := almanac.New(pool, almanac.Options{Schema: freshSchema(t, "cli_bare_")})
+	require.NoError(t, err)
+	srv2 := httptest.NewServer(opsMux(bare, registry, almanac.ReadyOptions{}))
+	defer srv2.Close()
+	code, body = get(t, srv2.URL+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "migrate")
+	code, _ = get(t, srv2.URL+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+}
+
+// TestFailuresCommand: exit 0 and an empty list without failures; the
+// failed and parked slots, with their errors, and exit 1 with them; bad
+// input exit 2.
+func TestFailuresCommand(t *testing.T) {
+	schema := migrated(t)
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "fails", "--interval", "PT1H"))
+	requireOK(t, cli(t, "--schema", schema, "materialize", "fails", "--interval", "PT1H", "--from", "2026-03-01", "--to", "2026-03-02"))
+	r := cli(t, "--schema", schema, "failures")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "no failed or parked slots")
+	r = cli(t, "--schema", schema, "failures", "fails", "--json")
+	requireOK(t, r)
+	require.JSONEq(t, `{"failures": [], "more": false}`, r.stdout)
+
+	pool := pgtest.Pool(t)
+	_, err := pool.Exec(context.Background(), `UPDATE `+schema+`.slot SET fail_count = 3, attempts = 3, message = 'disk full',
+		not_before = CASE WHEN slot_start = '2026-03-01T05:00:00Z' THEN 'infinity'::timestamptz ELSE now() + interval '1 hour' END
+		WHERE slot_start IN ('2026-03-01T02:00:00Z', '2026-03-01T05:00:00Z')`)
+	require.NoError(t, err)
+
+	r = cli(t, "--schema", schema, "failures")
+	require.Equal(t, exitProblem, r.code, r.stderr)
+	require.Contains(t, r.stdout, "2026-03-01T02:00:00Z/PT1H")
+	require.Contains(t, r.stdout, "parked")
+	require.Contains(t, r.stdout, "disk full")
+	require.Contains(t, r.stderr, "2 failed or parked slot(s)")
+
+	r = cli(t, "--schema", schema, "failures", "fails", "--from", "2026-03-01T03:00", "--json")
+	require.Equal(t, exitProblem, r.code, r.stderr)
+	var res failuresResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	require.Len(t, res.Failures, 1)
+	f := res.Failures[0]
+	require.Equal(t, "2026-03-01T05:00:00Z/PT1H", f.Slot)
+	require.True(t, f.Parked)
+	require.Nil(t, f.RetryAt)
+	require.Equal(t, 3, f.FailCount)
+	require.Equal(t, "disk full", f.Message)
+
+	r = cli(t, "--schema", schema, "failures", "--limit", "1")
+	require.Equal(t, exitProblem, r.code)
+	require.Contains(t, r.stderr, "more than 1")
+
+	for _, args := range [][]string{{"failures", "nope"}, {"failures", "--from", "yesterday"},
+		{"failures", "--from", "2026-03-02", "--to", "2026-03-01"}, {"failures", "a", "b"}, {"failures", "--limit", "0"}} {
+		r = cli(t, append([]string{"--schema", schema}, args...)...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	}
+	r = cliEnv(t, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"},
+		"--retry-timeout", "1s", "failures")
+	require.Equal(t, exitUnavailable, r.code, r.stderr)
+}
+
+// TestLogFlags: --log-format and --log-level are checked before anything
+// connects, and shape almanac run's log.
+func TestLogFlags(t *testing.T) {
+	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "verbose"}, {"--log-level", "info+2"}, {"--log-format", ""}} {
+		r := cliEnv(t, nil, append(args, "failures")...)
+		if args[1] == "" {
+			continue // the default
+		}
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	}
+	for _, args := range [][]string{{"run", "x", "--interval", "PT5M", "--http", "nohost"}, {"run", "x", "--interval", "PT5M", "--http", "70000"}} {
+		r := cliEnv(t, nil, append(args, "--", "true")...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+	}
+
+	schema := migrated(t)
+	r := cli(t, "--schema", schema, "--log-format", "json", "--log-level", "debug", "run", "logged", "--interval", "PT1H",
+		"--from", "2026-03-01", "--to", "2026-03-01T02:00", "--once", "--", "true")
+	requireOK(t, r)
+	var messages []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		messages = append(messages, rec["msg"].(string))
+	}
+	require.Contains(t, messages, "almanac: worker started")
+	require.Contains(t, messages, "almanac: claimed")
+	require.Contains(t, messages, "almanac: slot completed")
+
+	r = cli(t, "--schema", schema, "--log-level", "warn", "run", "logged", "--interval", "PT1H",
+		"--from", "2026-03-01", "--to", "2026-03-01T04:00", "--once", "--", "true")
+	requireOK(t, r)
+	require.Empty(t, r.stderr, "nothing at warn or above")
+}

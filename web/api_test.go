@@ -1,0 +1,145 @@
+package web_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/web"
+)
+
+func getJSON(t *testing.T, u string, v any) int {
+	t.Helper()
+	res, err := http.Get(u)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.NoError(t, json.NewDecoder(res.Body).Decode(v))
+	return res.StatusCode
+}
+
+// TestAPI checks the JSON the page draws from against the seeded states.
+func TestAPI(t *testing.T) {
+	f := seed(t)
+	srv := f.serve(t, web.Options{})
+	var h struct {
+		Unit  string
+		Total map[string]int64
+		Rows  []struct {
+			Label string
+			Cells []struct{ State string }
+		}
+	}
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/heatmap?series=orders&interval=PT1H", &h))
+	require.Equal(t, almanac.UnitSlot, h.Unit)
+	require.Equal(t, map[string]int64{"slots": seedSlots, "complete": seedComplete, "skipped": seedSkipped, "open": seedOpen,
+		"inFlight": seedInFlight, "failed": seedFailed, "parked": seedParked, "missing": seedMissing}, h.Total)
+	require.Len(t, h.Rows, 7)
+	require.Equal(t, "Sun 2026-03-29 (23 h)", h.Rows[3].Label)
+	require.Len(t, h.Rows[3].Cells, 23)
+
+	var fs struct {
+		Failures []struct{ Slot, State, Message string }
+	}
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/failures?series=orders&interval=PT1H", &fs))
+	require.Len(t, fs.Failures, 3)
+
+	var e struct{ Error string }
+	require.Equal(t, 400, getJSON(t, srv.URL+"/api/heatmap?series=orders&interval=PT1H&from=yesterday", &e))
+	require.Contains(t, e.Error, "yesterday")
+	require.Equal(t, 404, getJSON(t, srv.URL+"/api/heatmap?series=nope&interval=PT1H", &e))
+	require.Equal(t, 400, getJSON(t, srv.URL+"/api/heatmap?series=orders", &e))
+
+	// Read-only: no action, whatever the credentials.
+	res, err := http.PostForm(srv.URL+"/api/action", url.Values{"action": {"reopen"}})
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+}
+
+// TestActionsNeedTokenAndCSRF checks the guards of actions: the bearer
+// token, the session's CSRF token, the Origin, and the reason.
+func TestActionsNeedTokenAndCSRF(t *testing.T) {
+	f := seed(t)
+	srv := f.serve(t, web.Options{AllowActions: true, Token: testToken})
+	form := url.Values{"action": {"skip"}, "series": {"orders"}, "interval": {"PT1H"},
+		"from": {almanac.FormatTime(f.day(32))}, "to": {almanac.FormatTime(f.at(32, 2))}, "reason": {"no orders on April 1"}}
+	post := func(form url.Values, headers map[string]string) (int, string) {
+		req, err := http.NewRequest("POST", srv.URL+"/api/action", strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	code, _ := post(form, nil)
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = post(form, map[string]string{"Authorization": "Bearer wrong-token-wrong-token"})
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = post(form, map[string]string{"Authorization": "Bearer " + testToken, "Origin": "https://evil.example"})
+	require.Equal(t, http.StatusForbidden, code)
+	bad := url.Values{}
+	for k, v := range form {
+		bad[k] = v
+	}
+	bad.Set("reason", "")
+	code, body := post(bad, map[string]string{"Authorization": "Bearer " + testToken})
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "reason")
+	bad.Set("reason", "bad\x00reason")
+	code, _ = post(bad, map[string]string{"Authorization": "Bearer " + testToken})
+	require.Equal(t, http.StatusBadRequest, code)
+	code, body = post(form, map[string]string{"Authorization": "Bearer " + testToken})
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "skipped 2 slots")
+
+	// A session cookie alone is not enough: the CSRF token and the Origin
+	// must come with it.
+	jar := &cookieJar{}
+	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login := func(token, origin string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		res, err := client.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	require.Equal(t, http.StatusForbidden, login(testToken, "https://evil.example"))
+	require.Equal(t, http.StatusUnauthorized, login("nope", srv.URL))
+	require.Equal(t, http.StatusSeeOther, login(testToken, srv.URL))
+	require.NotEmpty(t, jar.cookie)
+	require.Equal(t, http.SameSiteStrictMode, jar.last.SameSite)
+	require.True(t, jar.last.HttpOnly)
+	cookie := map[string]string{"Cookie": jar.cookie, "Origin": srv.URL}
+	code, _ = post(form, cookie)
+	require.Equal(t, http.StatusForbidden, code, "no CSRF token")
+	cookie["X-CSRF-Token"] = "guess"
+	code, _ = post(form, cookie)
+	require.Equal(t, http.StatusForbidden, code, "wrong CSRF token")
+}
+
+// cookieJar keeps the session cookie of one server.
+type cookieJar struct {
+	cookie string
+	last   *http.Cookie
+}
+
+func (j *cookieJar) SetCookies(_ *url.URL, cs []*http.Cookie) {
+	for _, c := range cs {
+		j.cookie, j.last = c.Name+"="+c.Value, c
+	}
+}
+
+func (j *cookieJar) Cookies(*url.URL) []*http.Cookie { return nil }
