@@ -328,7 +328,9 @@ func (l *load) feed(ctx context.Context) error {
 			}
 			continue
 		}
-		res, err := l.cov.Reopen(ctx, at(next), at(next+l.size.chunk), coverage.ReopenOptions{Reason: "bench", States: []string{coverage.StatusComplete}})
+		// Not cancelled midway: a re-open that commits is always counted.
+		res, err := l.cov.Reopen(context.WithoutCancel(ctx), at(next), at(next+l.size.chunk),
+			coverage.ReopenOptions{Reason: "bench", States: []string{coverage.StatusComplete}})
 		if err != nil {
 			return err
 		}
