@@ -1,4 +1,4 @@
-package bench
+package suite
 
 import (
 	"context"
@@ -27,24 +27,24 @@ func runScaling(ctx context.Context, e *env) ([]Row, error) {
 	var rows []Row
 	curve := func(mode string, n int, engine, raw step) error {
 		for _, w := range e.size.scaleWorkers {
-			p, err := e.interleave(ctx,
+			sides, err := e.interleave(ctx,
 				func(ctx context.Context) (float64, error) { return t.s.drain(ctx, t.grid, n, w, engine) },
 				func(ctx context.Context) (float64, error) { return t.s.drain(ctx, t.grid, n, w, raw) })
 			if err != nil {
 				return err
 			}
-			rows = append(rows, p.row(fmt.Sprintf("scaling-%s-%d", mode, w), fmt.Sprintf("%s, %d worker(s), %s slots", mode, w, count(n)),
-				throughput("almanac"), throughput("raw pgx, same SQL"), nil))
+			rows = append(rows, newRow(fmt.Sprintf("scaling-%s-%d", mode, w), fmt.Sprintf("%s, %d worker(s), %s slots", mode, w, count(n)),
+				throughput("almanac"), throughput("raw pgx, same SQL"), sides[0], sides[1], nil))
 		}
 		return nil
 	}
 	err = curve("locked", e.size.scaleLocked, lockedStep(t.q),
-		func(ctx context.Context) (int, error) { return locked.step(ctx, t.pool, 1) })
+		func(ctx context.Context, c *counter) (int, error) { return locked.step(ctx, t.pool, 1, c) })
 	if err != nil {
 		return nil, err
 	}
 	err = curve("lease", e.size.scaleLease, leaseStep(t.q),
-		func(ctx context.Context) (int, error) { return lease.step(ctx, t.pool, batchSize) })
+		func(ctx context.Context, c *counter) (int, error) { return lease.step(ctx, t.pool, batchSize, c) })
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +56,11 @@ func runScaling(ctx context.Context, e *env) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		row, err := g.measure(ctx, "scaling-gaps-"+count(n), fmt.Sprintf("gaps over %s slots, %d holes", count(n), e.size.holes), nil)
+		row, err := g.measure(ctx, "scaling-gaps-"+count(n), fmt.Sprintf("gaps over %s slots, %d holes", count(n), e.size.holes), nil, false)
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, row)
+		rows = append(rows, row...)
 	}
 	return rows, nil
 }

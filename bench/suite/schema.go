@@ -1,15 +1,16 @@
-package bench
+package suite
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/almanacdev/almanac/internal/seriesdb"
-	"github.com/almanacdev/almanac/internal/sqlschema"
-	"github.com/almanacdev/almanac/migrations"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -26,14 +27,19 @@ type schema struct {
 	name string
 }
 
-// newSchema creates and migrates a schema named almanac_bench_<tag>_<random>.
+// newSchema creates and migrates a schema named almanac_bench_<tag>_<random>
+// through almanac's public Client.
 func (e *env) newSchema(ctx context.Context, tag string) (*schema, error) {
 	name, err := e.createSchema(ctx, tag)
 	if err != nil {
 		return nil, err
 	}
 	s := &schema{e: e, name: name}
-	if _, err := migrations.Up(ctx, e.admin, name); err != nil {
+	c, err := almanac.New(e.admin, almanac.Options{Schema: name})
+	if err == nil {
+		err = c.Migrate(ctx)
+	}
+	if err != nil {
 		s.drop()
 		return nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
@@ -42,20 +48,31 @@ func (e *env) newSchema(ctx context.Context, tag string) (*schema, error) {
 
 // createSchema creates an empty schema named almanac_bench_<tag>_<random>.
 func (e *env) createSchema(ctx context.Context, tag string) (string, error) {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // never fails
-	name := "almanac_bench_" + tag + "_" + hex.EncodeToString(b)
-	if _, err := e.admin.Exec(ctx, "CREATE SCHEMA "+sqlschema.Quote(name)); err != nil {
+	name := randomName("almanac_bench_" + tag)
+	if _, err := e.admin.Exec(ctx, "CREATE SCHEMA "+quote(name)); err != nil {
 		return "", fmt.Errorf("create schema %s: %w", name, err)
 	}
 	return name, nil
 }
 
+// randomName returns prefix_<8 hex digits>.
+func randomName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails
+	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// quote quotes an SQL identifier.
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// render puts the quoted schema where sql says {{schema}}.
+func render(sql, schema string) string { return strings.ReplaceAll(sql, "{{schema}}", quote(schema)) }
+
 // dropSchema drops a schema and everything in it, even when ctx is done.
 func (e *env) dropSchema(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, _ = e.admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+sqlschema.Quote(name)+" CASCADE")
+	_, _ = e.admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+quote(name)+" CASCADE")
 }
 
 func (s *schema) drop() { s.e.dropSchema(s.name) }
@@ -66,7 +83,11 @@ func (s *schema) series(ctx context.Context, name string) (slot.Series, error) {
 	if err != nil {
 		return slot.Series{}, err
 	}
-	if _, _, err := seriesdb.Add(ctx, s.e.admin, s.name, grid); err != nil {
+	c, err := almanac.New(s.e.admin, almanac.Options{Schema: s.name})
+	if err == nil {
+		_, _, err = c.AddSeries(ctx, grid)
+	}
+	if err != nil {
 		return slot.Series{}, fmt.Errorf("register %s: %w", name, err)
 	}
 	return grid, nil
@@ -75,14 +96,14 @@ func (s *schema) series(ctx context.Context, name string) (slot.Series, error) {
 // exec runs sql, with {{schema}} standing for the schema, and returns the
 // number of rows it affected.
 func (s *schema) exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	tag, err := s.e.admin.Exec(ctx, sqlschema.Render(sql, s.name), args...)
+	tag, err := s.e.admin.Exec(ctx, render(sql, s.name), args...)
 	return tag.RowsAffected(), err
 }
 
 // count runs a query returning one number.
 func (s *schema) count(ctx context.Context, sql string, args ...any) (int64, error) {
 	var n int64
-	err := s.e.admin.QueryRow(ctx, sqlschema.Render(sql, s.name), args...).Scan(&n)
+	err := s.e.admin.QueryRow(ctx, render(sql, s.name), args...).Scan(&n)
 	return n, err
 }
 
@@ -122,3 +143,6 @@ func (s *schema) vacuum(ctx context.Context) error {
 
 // at returns the start of slot k of every benchmark series.
 func at(k int) time.Time { return origin.Add(time.Duration(k) * time.Minute) }
+
+// index returns k for the start of slot k of every benchmark series.
+func index(start time.Time) int { return int(start.Sub(origin) / time.Minute) }

@@ -1,9 +1,10 @@
-package bench
+package suite
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,18 +26,18 @@ type sizes struct {
 	memorySmall  int   // slots of its small series
 }
 
-// fullSizes are the sizes DESIGN.md's bars are stated for.
+// fullSizes are the sizes the bars are stated for.
 var fullSizes = sizes{
-	locked: 20_000, batch: 100_000, gaps: 1_000_000, holes: 50, materialize: 1_000_000, wakes: 200,
-	scaleLocked: 5_000, scaleLease: 50_000, scaleWorkers: []int{1, 2, 4, 8, 16},
-	scaleGaps: []int{10_000, 100_000, 1_000_000}, memory: 1_000_000, memorySmall: 1_000,
+	locked: 10_000, batch: 100_000, gaps: 1_000_000, holes: 50, materialize: 1_000_000, wakes: 100,
+	scaleLocked: 4_000, scaleLease: 40_000, scaleWorkers: []int{1, 4, 16},
+	scaleGaps: []int{10_000, 100_000}, memory: 1_000_000, memorySmall: 1_000,
 }
 
 // quickSizes run every scenario in seconds.
 var quickSizes = sizes{
-	locked: 300, batch: 2_000, gaps: 20_000, holes: 50, materialize: 20_000, wakes: 20,
-	scaleLocked: 100, scaleLease: 1_000, scaleWorkers: []int{1, 2, 4, 8, 16},
-	scaleGaps: []int{1_000, 5_000, 20_000}, memory: 20_000, memorySmall: 1_000,
+	locked: 320, batch: 3_200, gaps: 20_000, holes: 50, materialize: 20_000, wakes: 20,
+	scaleLocked: 160, scaleLease: 1_600, scaleWorkers: []int{1, 4, 16},
+	scaleGaps: []int{1_000, 5_000}, memory: 20_000, memorySmall: 1_000,
 }
 
 // env is the state of one run shared by its scenarios.
@@ -48,7 +49,9 @@ type env struct {
 
 	// canCheckpoint is cleared when the role may not run CHECKPOINT.
 	canCheckpoint bool
-	river         *riverRunner // built on first use
+	// pgbench runs the ceilings; nil with pgbenchWhy set when it cannot.
+	pgbench    *pgbench
+	pgbenchWhy string
 
 	scenario    string
 	done, total int64
@@ -62,7 +65,10 @@ func (e *env) advance() {
 	}
 }
 
-// pool opens a pool of maxConns connections on the benchmarked database.
+// pool opens a pool of maxConns connections on the benchmarked database
+// and warms it: every connection is opened before it is returned, so no
+// measurement pays for connecting (almanac's, the raw loops' and River's
+// pools alike).
 func (e *env) pool(ctx context.Context, maxConns int) (*pgxpool.Pool, error) {
 	cfg := e.admin.Config()
 	cfg.MaxConns = int32(maxConns)
@@ -71,7 +77,37 @@ func (e *env) pool(ctx context.Context, maxConns int) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
+	if err := warm(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	return pool, nil
+}
+
+// warm opens every connection of pool at once and gives them back idle.
+func warm(ctx context.Context, pool *pgxpool.Pool) error {
+	n := int(pool.Config().MaxConns)
+	conns := make([]*pgxpool.Conn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			conns[i], errs[i] = pool.Acquire(ctx)
+			if errs[i] == nil {
+				errs[i] = conns[i].Ping(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Release()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("warm pool: %w", err)
+	}
+	return nil
 }
 
 // checkpoint flushes dirty buffers before a write-heavy measurement, so a
@@ -91,11 +127,4 @@ func (e *env) checkpoint(ctx context.Context) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
-}
-
-// cleanup removes what the run left on disk.
-func (e *env) cleanup() {
-	if e.river != nil {
-		e.river.remove()
-	}
 }

@@ -1,4 +1,4 @@
-package bench
+package suite
 
 import (
 	"context"
@@ -27,31 +27,35 @@ var ErrInvalid = errors.New("invalid benchmark options")
 // Options configure a run.
 type Options struct {
 	// Pool reaches the database to benchmark. Scenarios use it to set up
-	// their tables, and open pools of their own sizes from its
+	// their tables, and open warm pools of their own sizes from its
 	// configuration for the measurements.
 	Pool *pgxpool.Pool
 	// Quick runs a small version of every scenario, in seconds: it proves
-	// the suite works; its figures mean little.
+	// the suite works; its figures mean little and no bar is judged.
 	Quick bool
 	// Repeats is how many times each side of a row is measured. Default 3.
 	Repeats int
 	// Workers is the concurrency of the locked, batched and lease
 	// scenarios. Default 8.
 	Workers int
-	// Scenarios selects scenarios by ID (see Scenarios); empty means all.
+	// Scenarios selects scenarios by ID (see Scenarios); empty means all
+	// but the opt-in ones (materialize-10m), which run only when named.
 	Scenarios []string
-	// Env is the environment of the subprocesses: the River runner and the
-	// command line of the memory scenario. It must let them reach the same
-	// database, through DATABASE_URL or the libpq PG* variables. Default
-	// os.Environ().
+	// Env is the environment of the almanac command line the memory
+	// scenario runs: it must let it reach the same database, through
+	// DATABASE_URL or the libpq PG* variables. Default os.Environ().
 	Env []string
 	// CLI is the command that runs almanac's command line (the program and
 	// any arguments that go before almanac's own), for the memory scenario.
-	// Empty: those rows are skipped.
+	// Empty: those rows are skipped, saying so.
 	CLI []string
-	// RiverDir is the directory of the bench/river module. Default: looked
-	// for above the working directory, then where this package was built.
-	RiverDir string
+	// Pgbench is the pgbench program for the ceilings. Default: pgbench on
+	// PATH, else in /usr/lib/postgresql/*/bin. Not found: the rows have no
+	// ceiling and say why.
+	Pgbench string
+	// OnRow, if set, is called with every row as soon as its scenario has
+	// measured it, before the next scenario starts.
+	OnRow func(Row)
 	// Progress, if set, is told after each measurement how far the running
 	// scenario has got.
 	Progress func(scenario string, done, total int64)
@@ -66,29 +70,33 @@ type Scenario struct {
 // scenario is a Scenario and how to run it.
 type scenario struct {
 	Scenario
+	// optIn scenarios run only when selected by Options.Scenarios.
+	optIn bool
 	// steps is the number of measurements the scenario takes, for progress.
 	steps func(e *env) int
 	run   func(ctx context.Context, e *env) ([]Row, error)
 }
 
 var scenarios = []scenario{
-	{Scenario{"locked", "locked mode, one slot per transaction, vs the same SQL from a raw pgx loop"},
-		func(e *env) int { return 2 * e.repeats }, runLocked},
-	{Scenario{"batch", "batched locked mode vs River, and vs the same SQL from a raw pgx loop"},
+	{Scenario{"locked", "locked mode, one slot per transaction, vs the same SQL from a raw pgx loop and pgbench"}, false,
+		func(e *env) int { return 3 * e.repeats }, runLocked},
+	{Scenario{"batch", "batched locked mode vs River, the same SQL from a raw pgx loop, and pgbench"}, false,
 		func(e *env) int { return 4 * e.repeats }, runBatch},
-	{Scenario{"lease", "lease mode, batched claims and completions, vs River"},
-		func(e *env) int { return 2 * e.repeats }, runLease},
-	{Scenario{"gaps", "gap detection, complete and with holes, vs a generate_series anti-join"},
-		func(e *env) int { return 4 * e.repeats }, runGaps},
-	{Scenario{"materialize", "materialize vs one INSERT … SELECT generate_series"},
+	{Scenario{"lease", "lease mode, batched claims and completions, vs River and pgbench"}, false,
+		func(e *env) int { return 3 * e.repeats }, runLease},
+	{Scenario{"gaps", "gap detection, complete and with holes, vs a lead() window query and a NOT EXISTS anti-join"}, false,
+		func(e *env) int { return 6 * e.repeats }, runGaps},
+	{Scenario{"materialize", "materialize 1M slots vs one INSERT … SELECT generate_series"}, false,
 		func(e *env) int { return 2 * e.repeats }, runMaterialize},
-	{Scenario{"wake", "re-open commit to an idle worker starting the slot, vs a bare NOTIFY"},
+	{Scenario{"materialize-10m", "the same over 10M slots, the bar's size (about 2 minutes a repeat; only when selected)"}, true,
+		func(e *env) int { return 2 * e.repeats }, runMaterialize10M},
+	{Scenario{"wake", "re-open commit to an idle worker starting the slot, vs a bare NOTIFY"}, false,
 		func(e *env) int { return 2 * e.repeats }, runWake},
-	{Scenario{"scaling", "locked and lease throughput by workers, gap detection by size"},
+	{Scenario{"scaling", "locked and lease throughput by workers, gap detection by size"}, false,
 		func(e *env) int {
 			return (4*len(e.size.scaleWorkers) + 2*len(e.size.scaleGaps)) * e.repeats
 		}, runScaling},
-	{Scenario{"memory", "peak RSS of the sidecar and of gap detection over a big series vs a small one"},
+	{Scenario{"memory", "peak RSS of the sidecar and of gap detection over a big series vs a small one"}, false,
 		func(e *env) int { return 4 * e.repeats }, runMemory},
 }
 
@@ -101,9 +109,12 @@ func Scenarios() []Scenario {
 	return out
 }
 
-// Run runs the selected scenarios and returns their rows. A missed bar is a
-// row, not an error; an error means a scenario could not run (a database
-// error, a wrong count of slots after a measurement).
+// Run runs the selected scenarios and returns their rows, each also given
+// to Options.OnRow as soon as it is measured. A missed bar is a row, not an
+// error; an error means a scenario could not run (a database error, a slot
+// or job that ran twice or never). When ctx is cancelled (an interrupted
+// run) the report holds the rows measured until then, Interrupted is set,
+// and the error wraps ctx's.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	if err := check(&opts); err != nil {
 		return Report{}, err
@@ -112,19 +123,26 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.Quick {
 		e.size = quickSizes
 	}
-	defer e.cleanup()
+	defer func() { e.pgbench.close() }()
 	rep := Report{Quick: opts.Quick, Repeats: opts.Repeats, Workers: opts.Workers}
 	if err := opts.Pool.QueryRow(ctx, "SHOW server_version").Scan(&rep.Server); err != nil {
 		return Report{}, fmt.Errorf("bench: server version: %w", err)
 	}
+	if opts.Quick {
+		rep.Notes = append(rep.Notes, "quick run: the sizes are far below those the bars are set for, so no row is judged")
+	}
 	for _, s := range scenarios {
-		if len(opts.Scenarios) > 0 && !slices.Contains(opts.Scenarios, s.ID) {
+		if selected := slices.Contains(opts.Scenarios, s.ID); !selected && (s.optIn || len(opts.Scenarios) > 0) {
 			continue
 		}
 		e.scenario, e.done, e.total = s.ID, 0, int64(s.steps(e))
 		rows, err := s.run(ctx, e)
 		if err != nil {
-			return Report{}, fmt.Errorf("bench: %s: %w", s.ID, err)
+			if ctx.Err() != nil {
+				rep.Interrupted = true
+				rep.Notes = append(rep.Notes, fmt.Sprintf("interrupted during %s: later scenarios were not run", s.ID))
+			}
+			return rep, fmt.Errorf("bench: %s: %w", s.ID, err)
 		}
 		for i := range rows {
 			rows[i].Scenario = s.ID
@@ -135,11 +153,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			default:
 				rows[i].judge()
 			}
+			if opts.OnRow != nil {
+				opts.OnRow(rows[i])
+			}
 		}
 		rep.Rows = append(rep.Rows, rows...)
-	}
-	if opts.Quick {
-		rep.Notes = append(rep.Notes, "quick run: the sizes are far below those the bars are set for, so no row is judged")
 	}
 	if !e.canCheckpoint {
 		rep.Notes = append(rep.Notes, "CHECKPOINT is not permitted to this role: a checkpoint may have landed inside a measurement")

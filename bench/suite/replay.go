@@ -1,4 +1,4 @@
-package bench
+package suite
 
 import (
 	"context"
@@ -153,15 +153,15 @@ func (s *schema) captureLocked(ctx context.Context, grid slot.Series, one bool) 
 		for _, u := range units {
 			got = append(got, shape(u))
 		}
-		return lockedSQL{}, fmt.Errorf("capture locked mode: expected begin, select (%d arguments), update (%d arguments) and commit; got %s: update internal/bench/replay.go",
+		return lockedSQL{}, fmt.Errorf("capture locked mode: expected begin, select (%d arguments), update (%d arguments) and commit; got %s: update bench/suite/replay.go",
 			selectArgs, finishArgs, strings.Join(got, "; "))
 	}
 	return lockedSQL{units[0][0], units[1][0], units[2][0], units[3][0], one}, nil
 }
 
 // step works up to n slots in one transaction as locked mode does, with a
-// bare loop.
-func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
+// bare loop, recording each slot it selected in c.
+func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int, c *counter) (int, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -196,6 +196,9 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, er
 	if len(starts) == 0 {
 		_, err := conn.Exec(ctx, "ROLLBACK")
 		return 0, err
+	}
+	for _, start := range starts {
+		c.ran(index(start))
 	}
 	var args []any
 	if l.one {
@@ -263,7 +266,7 @@ func (s *schema) captureLease(ctx context.Context, grid slot.Series) (leaseSQL, 
 	}
 	if len(units) != 2 || l.claimAt < 0 || l.completeAt < 0 ||
 		len(l.claim[l.claimAt].args) != claimArgs || len(l.complete[l.completeAt].args) != completeArgs {
-		return leaseSQL{}, fmt.Errorf("capture lease mode: expected a claim batch (%d arguments) and a completion batch (%d arguments); got %d units: update internal/bench/replay.go",
+		return leaseSQL{}, fmt.Errorf("capture lease mode: expected a claim batch (%d arguments) and a completion batch (%d arguments); got %d units: update bench/suite/replay.go",
 			claimArgs, completeArgs, len(units))
 	}
 	return l, nil
@@ -285,8 +288,8 @@ func withArgs(u unit) int {
 }
 
 // step claims up to n slots and completes them as lease mode does, with a
-// bare loop.
-func (l leaseSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, error) {
+// bare loop, recording each slot it claimed in c.
+func (l leaseSQL) step(ctx context.Context, pool *pgxpool.Pool, n int, c *counter) (int, error) {
 	claimArgs := slices.Clone(l.claim[l.claimAt].args)
 	claimArgs[claimN] = n
 	var starts []time.Time
@@ -305,6 +308,9 @@ func (l leaseSQL) step(ctx context.Context, pool *pgxpool.Pool, n int) (int, err
 	})
 	if err != nil || len(starts) == 0 {
 		return 0, err
+	}
+	for _, start := range starts {
+		c.ran(index(start))
 	}
 	completeArgs := slices.Clone(l.complete[l.completeAt].args)
 	completeArgs[completeStarts], completeArgs[completeFences] = starts, fences

@@ -1,14 +1,16 @@
-package bench
+package suite
 
 import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
 
-// Report is the outcome of a run.
+// Report is the outcome of a run: the rows measured, in order. An
+// interrupted run's report holds the rows finished before it stopped.
 type Report struct {
 	// Server is PostgreSQL's version string.
 	Server  string `json:"server"`
@@ -16,6 +18,8 @@ type Report struct {
 	Repeats int    `json:"repeats"`
 	Workers int    `json:"workers"`
 	Rows    []Row  `json:"rows"`
+	// Interrupted is set when the run stopped before its last scenario.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Notes say what applies to the whole run.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -31,7 +35,8 @@ const (
 	Skipped Result = "skipped" // the row could not be measured here; Note says why
 )
 
-// Row is one figure of the engine next to its baseline.
+// Row is one figure of the engine next to its baseline, and for
+// throughput rows the pgbench ceiling of the same shape.
 type Row struct {
 	// ID names the row, stable between runs: "locked", "gaps-holes",
 	// "scaling-lease-8".
@@ -43,9 +48,14 @@ type Row struct {
 	Engine   Figure `json:"engine"`
 	Baseline Figure `json:"baseline"`
 	// Ratio is the median of the per-repeat ratios engine / baseline.
-	Ratio  float64 `json:"ratio"`
-	Bar    *Bar    `json:"bar,omitempty"`
-	Result Result  `json:"result"`
+	Ratio float64 `json:"ratio"`
+	// Ceiling is pgbench doing the same claim and completion on a bare
+	// table in the same run, nil for rows without one.
+	Ceiling *Figure `json:"ceiling,omitempty"`
+	// CeilingRatio is the median of the per-repeat ratios engine / ceiling.
+	CeilingRatio float64 `json:"ceiling_ratio,omitempty"`
+	Bar          *Bar    `json:"bar,omitempty"`
+	Result       Result  `json:"result"`
 	// Note explains a skipped row, or adds what the table cannot say.
 	Note string `json:"note,omitempty"`
 }
@@ -59,6 +69,14 @@ type Figure struct {
 	Samples []float64 `json:"samples"`
 }
 
+// Spread is (max − min) / median of the samples, 0 for fewer than two.
+func (f Figure) Spread() float64 {
+	if len(f.Samples) < 2 || f.Value == 0 {
+		return 0
+	}
+	return (slices.Max(f.Samples) - slices.Min(f.Samples)) / f.Value
+}
+
 // Unit is the unit of a figure.
 type Unit string
 
@@ -70,16 +88,14 @@ const (
 	MiB            Unit = "MiB"
 )
 
-// Bar is what DESIGN.md requires of a row: its ratio, or for absolute bars
-// the engine's figure, compared with Value.
+// Bar is what a row must meet: its ratio, or for absolute bars the
+// engine's figure, compared with Value.
 type Bar struct {
 	// OnEngine applies the bar to the engine's figure instead of the ratio.
 	OnEngine bool `json:"on_engine,omitempty"`
 	// AtLeast is set for "≥ Value", clear for "≤ Value".
 	AtLeast bool    `json:"at_least"`
 	Value   float64 `json:"value"`
-	// Stretch is a further goal, reported in the row's note; 0 for none.
-	Stretch float64 `json:"stretch,omitempty"`
 }
 
 func (b Bar) met(v float64) bool {
@@ -103,48 +119,76 @@ func (r *Row) judge() {
 	if r.Bar.met(v) {
 		r.Result = Pass
 	}
-	if r.Bar.Stretch != 0 {
-		stretch := Bar{AtLeast: r.Bar.AtLeast, Value: r.Bar.Stretch}
-		verdict := "not met"
-		if stretch.met(v) {
-			verdict = "met"
-		}
-		r.Note = strings.TrimSpace(r.Note + fmt.Sprintf(" stretch %s: %s", r.formatBarValue(r.Bar.Stretch), verdict))
-	}
 }
 
-func (r Row) formatBarValue(v float64) string {
-	if r.Bar.OnEngine {
-		return formatValue(v, r.Engine.Unit)
+func (r Row) barText() string {
+	if r.Bar == nil {
+		return "—"
 	}
-	return formatRatio(v)
+	op := "≤"
+	if r.Bar.AtLeast {
+		op = "≥"
+	}
+	if r.Bar.OnEngine {
+		return op + " " + formatValue(r.Bar.Value, r.Engine.Unit)
+	}
+	return op + " " + formatRatio(r.Bar.Value)
+}
+
+// cells are the row's columns as WriteTable and Line print them.
+func (r Row) cells() []string {
+	engine, spread, baseline, ratio := "—", "—", r.Baseline.Label+" —", "—"
+	if len(r.Engine.Samples) > 0 {
+		engine = formatValue(r.Engine.Value, r.Engine.Unit)
+		if s := r.Engine.Spread(); s > 0 {
+			spread = fmt.Sprintf("±%.0f%%", 50*s)
+		}
+	}
+	if len(r.Baseline.Samples) > 0 {
+		baseline = r.Baseline.Label + " " + formatValue(r.Baseline.Value, r.Baseline.Unit)
+		ratio = formatRatio(r.Ratio)
+	}
+	ceiling := "—"
+	if r.Ceiling != nil {
+		ceiling = formatValue(r.Ceiling.Value, r.Ceiling.Unit) + " (" + formatRatio(r.CeilingRatio) + ")"
+	}
+	return []string{r.Name, engine, spread, baseline, ratio, ceiling, r.barText(), string(r.Result)}
+}
+
+// header names the columns of cells.
+var header = []string{"scenario", "almanac", "spread", "baseline", "ratio", "pgbench ceiling (almanac/it)", "bar", "result"}
+
+// lineWidths are the column widths of Line, wide enough for the full run's
+// names and figures.
+var lineWidths = []int{64, 14, 7, 34, 8, 30, 10, 0}
+
+// HeaderLine is the header of the rows Line prints, for streaming.
+func HeaderLine() string { return pad(header) }
+
+// Line prints the row on one line, aligned with HeaderLine, for printing
+// rows as they finish.
+func (r Row) Line() string { return pad(r.cells()) }
+
+func pad(cells []string) string {
+	var b strings.Builder
+	for i, c := range cells {
+		b.WriteString(c)
+		if w := lineWidths[i]; w > 0 {
+			b.WriteString(strings.Repeat(" ", max(1, w-len([]rune(c)))))
+		}
+	}
+	return strings.TrimRight(b.String(), " ")
 }
 
 // WriteTable prints the report as an aligned table, one row per figure,
-// then the notes of the rows that have one.
+// then the notes of the rows that have one and the run's notes. Spread is
+// half the range of the engine's samples around the median.
 func (rep Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tengine\tbaseline\tratio\tbar\tresult")
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	var notes []string
 	for _, r := range rep.Rows {
-		bar := "—"
-		if r.Bar != nil {
-			op := "≤"
-			if r.Bar.AtLeast {
-				op = "≥"
-			}
-			bar = op + " " + r.formatBarValue(r.Bar.Value)
-		}
-		if r.Result == Skipped {
-			engine := "—"
-			if len(r.Engine.Samples) > 0 {
-				engine = formatValue(r.Engine.Value, r.Engine.Unit)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s —\t—\t%s\t%s\n", r.Name, engine, r.Baseline.Label, bar, r.Result)
-		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\n", r.Name, formatValue(r.Engine.Value, r.Engine.Unit),
-				r.Baseline.Label, formatValue(r.Baseline.Value, r.Baseline.Unit), formatRatio(r.Ratio), bar, r.Result)
-		}
+		fmt.Fprintln(tw, strings.Join(r.cells(), "\t"))
 		if r.Note != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", r.ID, r.Note))
 		}
@@ -158,6 +202,13 @@ func (rep Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 func formatRatio(v float64) string {

@@ -1,4 +1,4 @@
-package bench
+package suite
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func runMemory(ctx context.Context, e *env) ([]Row, error) {
 	truePath, err := exec.LookPath("true")
 	switch {
 	case len(e.opts.CLI) == 0:
-		why = "no almanac command line to run"
+		why = "no almanac command line to run: build it (go build -o /tmp/almanac ./cmd/almanac) and pass --almanac /tmp/almanac"
 	case err != nil:
 		why = "no true command to run per slot"
 	}
@@ -68,7 +68,7 @@ func runMemory(ctx context.Context, e *env) ([]Row, error) {
 		}
 	}
 
-	var gaps, runs pair
+	var gaps, runs [2][]float64
 	for r := range e.repeats {
 		if err := s.resetMemory(ctx, sides); err != nil {
 			return nil, err
@@ -98,17 +98,13 @@ func runMemory(ctx context.Context, e *env) ([]Row, error) {
 			if complete != int64(m.n) {
 				return nil, fmt.Errorf("%d of %d slots COMPLETE after almanac run --once", complete, m.n)
 			}
-			if i == 0 {
-				gaps.engine, runs.engine = append(gaps.engine, gapsRSS), append(runs.engine, runRSS)
-			} else {
-				gaps.baseline, runs.baseline = append(gaps.baseline, gapsRSS), append(runs.baseline, runRSS)
-			}
+			gaps[i], runs[i] = append(gaps[i], gapsRSS), append(runs[i], runRSS)
 		}
 	}
 	engine := Figure{Label: "almanac", Unit: MiB}
 	return []Row{
-		gaps.row("memory-gaps", gapsName, engine, small, nil),
-		runs.row("memory-run", runName, engine, small, nil),
+		newRow("memory-gaps", gapsName, engine, small, gaps[0], gaps[1], nil),
+		newRow("memory-run", runName, engine, small, runs[0], runs[1], nil),
 	}, nil
 }
 

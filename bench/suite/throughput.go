@@ -1,4 +1,4 @@
-package bench
+package suite
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/acquire"
@@ -18,27 +19,29 @@ import (
 // claim of lease mode: the scheduler's default batch.
 const batchSize = scheduler.DefaultBatch
 
-// step handles some slots and says how many; 0 when none was acquirable.
-type step func(ctx context.Context) (int, error)
+// step handles some slots, records each handler run in c, and says how
+// many it handled; 0 when none was acquirable.
+type step func(ctx context.Context, c *counter) (int, error)
 
 // drain loads n AVAILABLE slots of grid afresh, then lets workers
 // goroutines call step until each finds nothing, and returns slots per
-// second. Every slot must end COMPLETE.
+// second from the moment the workers start to the last commit. Every slot
+// must have been handled exactly once (counted by the steps) and be
+// COMPLETE in the table; otherwise the measurement fails.
 func (s *schema) drain(ctx context.Context, grid slot.Series, n, workers int, work step) (float64, error) {
 	if err := s.fresh(ctx, grid, n, "AVAILABLE"); err != nil {
 		return 0, err
 	}
+	c := newCounter(n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
-				k, err := work(ctx)
+				k, err := work(ctx, c)
 				if err != nil {
 					errs[i] = err
 					cancel()
@@ -48,11 +51,14 @@ func (s *schema) drain(ctx context.Context, grid slot.Series, n, workers int, wo
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	if err := c.check("almanac"); err != nil {
 		return 0, err
 	}
 	complete, err := s.count(ctx, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`)
@@ -60,13 +66,14 @@ func (s *schema) drain(ctx context.Context, grid slot.Series, n, workers int, wo
 		return 0, err
 	}
 	if complete != int64(n) {
-		return 0, fmt.Errorf("%d of %d slots COMPLETE after the drain", complete, n)
+		return 0, fmt.Errorf("%w: %d of %d slots COMPLETE after the drain", ErrNotExactlyOnce, complete, n)
 	}
 	return float64(n) / elapsed.Seconds(), nil
 }
 
-// workerPool opens a pool for workers locked-mode workers: one connection
-// each, the reserve locked mode never holds, and two for the rest.
+// workerPool opens a warm pool for workers locked-mode workers: one
+// connection each, the reserve locked mode never holds, and two for the
+// rest.
 func (e *env) workerPool(ctx context.Context, workers int) (*pgxpool.Pool, error) {
 	return e.pool(ctx, workers+acquire.DefaultReserve+2)
 }
@@ -104,9 +111,17 @@ func (e *env) setupThroughput(ctx context.Context, tag string, workers int) (t t
 	return t, release, nil
 }
 
+// counting is a no-op handler that records its run.
+func counting(c *counter) acquire.Handler {
+	return func(_ context.Context, _ pgx.Tx, s acquire.Slot) error {
+		c.ran(index(s.Start))
+		return nil
+	}
+}
+
 func lockedStep(q *acquire.Queue) step {
-	return func(ctx context.Context) (int, error) {
-		_, ok, err := q.Run(ctx, noop)
+	return func(ctx context.Context, c *counter) (int, error) {
+		_, ok, err := q.Run(ctx, counting(c))
 		if !ok {
 			return 0, err
 		}
@@ -115,17 +130,22 @@ func lockedStep(q *acquire.Queue) step {
 }
 
 func batchStep(q *acquire.Queue) step {
-	return func(ctx context.Context) (int, error) {
-		results, err := q.RunBatch(ctx, batchSize, noop)
+	return func(ctx context.Context, c *counter) (int, error) {
+		results, err := q.RunBatch(ctx, batchSize, counting(c))
 		return len(results), err
 	}
 }
 
+// leaseStep claims a batch, runs the (no-op) handler of each lease, and
+// completes them together.
 func leaseStep(q *acquire.Queue) step {
-	return func(ctx context.Context) (int, error) {
+	return func(ctx context.Context, c *counter) (int, error) {
 		leases, err := q.Claim(ctx, batchSize)
 		if err != nil || len(leases) == 0 {
 			return 0, err
+		}
+		for _, l := range leases {
+			c.ran(index(l.Slot.Start))
 		}
 		lost, err := q.CompleteMany(ctx, leases)
 		if err == nil && len(lost) > 0 {
@@ -138,7 +158,8 @@ func leaseStep(q *acquire.Queue) step {
 func throughput(label string) Figure { return Figure{Label: label, Unit: SlotsPerSecond} }
 
 // runLocked: locked mode, one slot per transaction, no-op handler, against
-// its own statements replayed by a bare loop of the same concurrency.
+// its own statements replayed by a bare loop of the same concurrency, and
+// pgbench's ceiling of one claim and completion per transaction.
 func runLocked(ctx context.Context, e *env) ([]Row, error) {
 	t, closeAll, err := e.setupThroughput(ctx, "locked", e.workers)
 	if err != nil {
@@ -150,96 +171,88 @@ func runLocked(ctx context.Context, e *env) ([]Row, error) {
 		return nil, err
 	}
 	n := e.size.locked
-	p, err := e.interleave(ctx,
+	ceiling, why := e.ceiling(ctx, shapeLocked1, n, e.workers)
+	sides, err := e.interleave(ctx,
 		func(ctx context.Context) (float64, error) {
 			return t.s.drain(ctx, t.grid, n, e.workers, lockedStep(t.q))
 		},
 		func(ctx context.Context) (float64, error) {
-			return t.s.drain(ctx, t.grid, n, e.workers, func(ctx context.Context) (int, error) { return raw.step(ctx, t.pool, 1) })
-		})
+			return t.s.drain(ctx, t.grid, n, e.workers, func(ctx context.Context, c *counter) (int, error) { return raw.step(ctx, t.pool, 1, c) })
+		}, ceiling)
 	if err != nil {
 		return nil, err
 	}
-	return []Row{p.row("locked", fmt.Sprintf("locked, 1 slot/tx, no-op, %d workers, %s slots", e.workers, count(n)),
-		throughput("almanac"), throughput("raw pgx, same SQL"), &Bar{AtLeast: true, Value: 0.9})}, nil
+	row := newRow("locked", fmt.Sprintf("locked, 1 slot/tx, no-op, %d workers, %s slots", e.workers, count(n)),
+		throughput("almanac"), throughput("raw pgx, same SQL"), sides[0], sides[1], &Bar{AtLeast: true, Value: 0.95})
+	return []Row{row.withCeiling(sides[2], why)}, nil
 }
 
 // runBatch: batched locked mode against River on the same number of jobs,
-// and against its own statements replayed by a bare loop.
+// against its own statements replayed by a bare loop, and against
+// pgbench's ceiling of the same shape.
 func runBatch(ctx context.Context, e *env) ([]Row, error) {
-	name := fmt.Sprintf("batched locked, %d slots/tx, no-op, %d workers, %s slots", batchSize, e.workers, count(e.size.batch))
+	n := e.size.batch
+	name := fmt.Sprintf("batched locked, %d slots/tx, no-op, %d workers, %s slots", batchSize, e.workers, count(n))
 	t, release, err := e.setupThroughput(ctx, "batch", e.workers)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	river, err := e.versusRiver(ctx, t, "batch-vs-river", name, batchStep(t.q), &Bar{AtLeast: true, Value: 2})
-	if err != nil {
-		return nil, err
-	}
 	raw, err := t.s.captureLocked(ctx, t.grid, false)
 	if err != nil {
 		return nil, err
 	}
-	n := e.size.batch
-	p, err := e.interleave(ctx,
-		func(ctx context.Context) (float64, error) {
-			return t.s.drain(ctx, t.grid, n, e.workers, batchStep(t.q))
-		},
-		func(ctx context.Context) (float64, error) {
-			return t.s.drain(ctx, t.grid, n, e.workers, func(ctx context.Context) (int, error) { return raw.step(ctx, t.pool, batchSize) })
-		})
+	river, err := e.newRiver(ctx, int(t.pool.Config().MaxConns))
 	if err != nil {
 		return nil, err
 	}
-	return []Row{river, p.row("batch-vs-raw", name, throughput("almanac"), throughput("raw pgx, same SQL"), nil)}, nil
+	defer river.close()
+	ceiling, why := e.ceiling(ctx, shapeLocked100, n, e.workers)
+	sides, err := e.interleave(ctx,
+		func(ctx context.Context) (float64, error) {
+			return t.s.drain(ctx, t.grid, n, e.workers, batchStep(t.q))
+		},
+		func(ctx context.Context) (float64, error) { return river.run(ctx, n) },
+		func(ctx context.Context) (float64, error) {
+			return t.s.drain(ctx, t.grid, n, e.workers, func(ctx context.Context, c *counter) (int, error) {
+				return raw.step(ctx, t.pool, batchSize, c)
+			})
+		}, ceiling)
+	if err != nil {
+		return nil, err
+	}
+	vsRiver := newRow("batch-vs-river", name, throughput("almanac"), throughput("River"), sides[0], sides[1], &Bar{AtLeast: true, Value: 3})
+	vsRaw := newRow("batch-vs-raw", name, throughput("almanac"), throughput("raw pgx, same SQL"), sides[0], sides[2], nil)
+	return []Row{vsRiver.withCeiling(sides[3], why), vsRaw.withCeiling(sides[3], why)}, nil
 }
 
-// runLease: lease mode with batched claims and completions against River.
+// runLease: lease mode with batched claims and completions against River
+// and against pgbench's ceiling of the same shape.
 func runLease(ctx context.Context, e *env) ([]Row, error) {
+	n := e.size.batch
 	t, release, err := e.setupThroughput(ctx, "lease", e.workers)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	row, err := e.versusRiver(ctx, t, "lease-vs-river",
-		fmt.Sprintf("lease, claim %d + complete many, no-op, %d workers, %s slots", batchSize, e.workers, count(e.size.batch)),
-		leaseStep(t.q), &Bar{AtLeast: true, Value: 1, Stretch: 1.5})
+	river, err := e.newRiver(ctx, int(t.pool.Config().MaxConns))
 	if err != nil {
 		return nil, err
 	}
-	return []Row{row}, nil
-}
-
-// versusRiver measures a mode against River working as many no-op jobs
-// with the same pool size. When River cannot be run here, the engine is
-// still measured and the row is skipped with the reason.
-func (e *env) versusRiver(ctx context.Context, t throughputSetup, id, name string, work step, bar *Bar) (Row, error) {
-	n := e.size.batch
-	engine := func(ctx context.Context) (float64, error) { return t.s.drain(ctx, t.grid, n, e.workers, work) }
-	river := e.riverRunner(ctx)
-	if river.why != "" {
-		var p pair
-		for range e.repeats {
-			v, err := engine(ctx)
-			if err != nil {
-				return Row{}, err
-			}
-			p.engine = append(p.engine, v)
-			e.advance()
-			e.advance()
-		}
-		r := p.row(id, name, throughput("almanac"), throughput("River"), bar)
-		r.Result, r.Note = Skipped, "River not measured: "+river.why
-		return r, nil
-	}
-	p, err := e.interleave(ctx, engine, func(ctx context.Context) (float64, error) {
-		return river.run(ctx, e, n, int(t.pool.Config().MaxConns))
-	})
+	defer river.close()
+	ceiling, why := e.ceiling(ctx, shapeLease100, n, e.workers)
+	sides, err := e.interleave(ctx,
+		func(ctx context.Context) (float64, error) {
+			return t.s.drain(ctx, t.grid, n, e.workers, leaseStep(t.q))
+		},
+		func(ctx context.Context) (float64, error) { return river.run(ctx, n) },
+		ceiling)
 	if err != nil {
-		return Row{}, err
+		return nil, err
 	}
-	return p.row(id, name, throughput("almanac"), throughput("River"), bar), nil
+	row := newRow("lease-vs-river", fmt.Sprintf("lease, claim %d + complete many, no-op, %d workers, %s slots", batchSize, e.workers, count(n)),
+		throughput("almanac"), throughput("River"), sides[0], sides[1], &Bar{AtLeast: true, Value: 1.5})
+	return []Row{row.withCeiling(sides[2], why)}, nil
 }
 
 // count formats a number of slots: 1,000,000 as 1M, 20,000 as 20k.
