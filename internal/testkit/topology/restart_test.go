@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/longtest"
+	"github.com/almanacdev/almanac/internal/testkit/longtest"
 )
 
 // TestImmediateRestart works 300 slots (150 unless ALMANAC_LONG_TESTS)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // TestMain runs the tests, then stops the components they shared.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/longtest"
+	"github.com/almanacdev/almanac/internal/testkit/longtest"
 )
 
 // resumeBound is how soon after a failover (the new primary promoted) work

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/almanacdev/almanac/internal/pgcluster"
+	"github.com/almanacdev/almanac/internal/testkit/pgcluster"
 )
 
 // dirPrefix names the components' directories under os.TempDir(). Each
