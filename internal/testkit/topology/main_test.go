@@ -108,7 +108,7 @@ func almanacCLI(t *testing.T) string {
 			args = append(args, "-race")
 		}
 		began := time.Now()
-		out, err := exec.Command("go", append(args, "../../cmd/almanac")...).CombinedOutput()
+		out, err := exec.Command("go", append(args, "github.com/almanacdev/almanac/cmd/almanac")...).CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("build the CLI: %w\n%s", err, out)
 		}
