@@ -15,8 +15,8 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // TestCoverage is the project's headline test: every slot of a range is

@@ -16,9 +16,9 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/longtest"
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/longtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // faultRounds is how many lifecycles TestLifecycleUnderFaults runs: short

@@ -14,8 +14,8 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/internal/wake"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // TestEveryStatementIsScopedToOneSeries records, through a pgx tracer on

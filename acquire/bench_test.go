@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // benchWorkers is the concurrency of the benchmarks, the bench suite's

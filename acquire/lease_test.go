@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 func TestLeaseLifecycle(t *testing.T) {

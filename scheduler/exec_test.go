@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // runCommand runs cmd once for the PT1M slot at 2026-01-01T00:00Z and

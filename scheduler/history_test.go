@@ -12,8 +12,8 @@ import (
 
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // TestCommandSeesTheGeneration: after a re-open the command runs again as

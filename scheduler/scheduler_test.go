@@ -15,9 +15,9 @@ import (
 
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/slot"
 )
 

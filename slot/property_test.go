@@ -8,7 +8,7 @@ import (
 
 	_ "time/tzdata" // the same zone rules on every machine that runs the tests
 
-	"github.com/almanacdev/almanac/internal/longtest"
+	"github.com/almanacdev/almanac/internal/testkit/longtest"
 	"github.com/almanacdev/almanac/slot"
 )
 

@@ -199,7 +199,7 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
 		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(), a.compactCommand(),
 		a.historyCommand(), a.failuresCommand(), a.runCommand(), a.serveCommand(),
-		a.demoCommand(), a.benchCommand())
+		a.demoCommand())
 	return root
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // badCase is one command line that must be refused.

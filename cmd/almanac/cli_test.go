@@ -17,8 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/migrations"
 )
 

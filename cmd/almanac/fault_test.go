@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/longtest"
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/longtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // TestCommandsUnderFaults runs every database command while one of its

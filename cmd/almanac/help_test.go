@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // allCommands returns every command of the tree, parents first.
@@ -63,9 +61,7 @@ func shellWords(t *testing.T, line string) []string {
 // printed, against a fresh schema holding what the examples build on (the
 // series they name, the scripts they run). None may be refused as bad
 // input (exit 2). The sidecar examples that run until stopped are stopped
-// once they log that they run; the benchmark examples, which take
-// minutes, get a cancelled context: bench checks its flags before it
-// connects.
+// once they log that they run.
 func TestHelpExamplesRun(t *testing.T) {
 	t.Parallel() // its own schema
 	if _, err := exec.LookPath("python3"); err != nil {
@@ -94,12 +90,6 @@ func TestHelpExamplesRun(t *testing.T) {
 			var code int
 			var stderr string
 			switch {
-			case c.Name() == "bench":
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				var out strings.Builder
-				code = run(ctx, args, io.Discard, &out, func(k string) string { return map[string]string{"DATABASE_URL": pgtest.URL(t)}[k] })
-				stderr = out.String()
 			case c.Name() == "serve":
 				// On a free port: the examples' ports may be taken.
 				p := startIn(t, work, env, bin, append(args, "--http", "127.0.0.1:0")...)

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/internal/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // get returns the status and body of a GET of url.
