@@ -148,6 +148,11 @@ func dbCount(t *testing.T, schema, sql string, args ...any) int {
 	return n
 }
 
+// waitFor waits, up to timeout, for cond: a state another process owns (a
+// file it writes, rows it commits, a port it opens), which sends the test no
+// event, so it is looked at every 50 ms. The timeout is generous, never a
+// measurement: a process's exit, which does send one, is waited for with
+// proc.WaitExit instead.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

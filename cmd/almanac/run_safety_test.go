@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package main
 
@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/testkit/proc"
 
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
@@ -40,17 +42,14 @@ echo "done $ALMANAC_ATTEMPT" >> "`+dir+`/runs"
 	pids := readPIDs(t, dir+"/pids")
 	require.Len(t, pids, 3)
 	for _, pid := range pids {
-		require.True(t, processAlive(pid), "pid %d runs", pid)
+		require.True(t, proc.Alive(pid), "pid %d runs", pid)
 	}
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 	a.wait(t, 20*time.Second)
 	deadline := time.Now().Add(time.Second)
 	for _, pid := range pids {
-		for processAlive(pid) {
-			require.True(t, time.Now().Before(deadline), "pid %d still runs a second after the sidecar was killed", pid)
-			time.Sleep(10 * time.Millisecond)
-		}
+		require.NoError(t, proc.WaitExit(pid, time.Until(deadline)), "a second after the sidecar was killed")
 	}
 
 	// The killed sidecar's lease runs out (by the database clock), and

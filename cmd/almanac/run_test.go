@@ -1,10 +1,8 @@
-//go:build unix
+//go:build linux
 
 package main
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/testkit/proc"
 )
 
 // TestRunOnceThreeProcesses: three `almanac run --once` over the same 200
@@ -128,7 +128,7 @@ echo "took over: attempt $ALMANAC_ATTEMPT" >> "`+dir+`/second"
 	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
-	waitFor(t, "the stale command to be killed", 20*time.Second, func() bool { return !processAlive(childPID) })
+	require.NoError(t, proc.WaitExit(childPID, 20*time.Second), "the stale command is killed")
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, a.wait(t, 20*time.Second))
 	require.Contains(t, a.stderr.String(), "lease lost")
@@ -136,16 +136,6 @@ echo "took over: attempt $ALMANAC_ATTEMPT" >> "`+dir+`/second"
 	require.NoError(t, err)
 	require.Equal(t, "took over: attempt 2\n", string(second))
 	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' AND attempts = 2`))
-}
-
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
 }
 
 func TestRunBadInput(t *testing.T) {
@@ -200,5 +190,5 @@ func TestRunSecondSignal(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 130, p.wait(t, 5*time.Second))
 	require.Contains(t, p.stderr.String(), "second terminated")
-	waitFor(t, "the command to be killed", 5*time.Second, func() bool { return !processAlive(childPID) })
+	require.NoError(t, proc.WaitExit(childPID, 5*time.Second), "the command is killed")
 }

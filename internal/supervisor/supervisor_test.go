@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/testkit/proc"
 )
 
 // buffer is a bytes.Buffer safe for the supervisor's output copying and
@@ -120,18 +121,8 @@ func readPIDs(t *testing.T, path string) (a, b, c int) {
 func requireAlive(t *testing.T, pids ...int) {
 	t.Helper()
 	for _, pid := range pids {
-		require.True(t, alive(pid), "pid %d runs", pid)
+		require.True(t, proc.Alive(pid), "pid %d runs", pid)
 	}
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
 }
 
 // requireGone waits, up to within, for every pid to be gone.
@@ -139,12 +130,7 @@ func requireGone(t *testing.T, within time.Duration, pids ...int) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("pid %d still runs %s later", pid, within)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		require.NoError(t, proc.WaitExit(pid, time.Until(deadline)))
 	}
 }
 
@@ -158,7 +144,7 @@ func TestKillKillsEveryDescendant(t *testing.T) {
 	require.Equal(t, syscall.SIGKILL, st.Signal)
 	// Wait returned after the supervisor reaped them all.
 	for _, pid := range []int{sh, child, escaped} {
-		require.False(t, alive(pid), "pid %d", pid)
+		require.False(t, proc.Alive(pid), "pid %d", pid)
 	}
 	p.Kill() // harmless after Wait
 }
@@ -171,8 +157,8 @@ func TestLeftoversDieWithTheCommand(t *testing.T) {
 	st, err := p.Wait()
 	require.NoError(t, err)
 	require.Equal(t, 4, st.Code)
-	require.False(t, alive(child))
-	require.False(t, alive(escaped))
+	require.False(t, proc.Alive(child))
+	require.False(t, proc.Alive(escaped))
 }
 
 func TestTerminateReachesTheGroup(t *testing.T) {
