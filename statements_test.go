@@ -233,6 +233,11 @@ type statementRecorder struct {
 }
 
 func (r *statementRecorder) add(sql string, args []any) {
+	if len(args) > 0 {
+		if _, ok := args[0].(pgx.QueryExecMode); ok {
+			args = args[1:] // how the statement is sent, not one of its parameters
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sent = append(r.sent, statement{sql, slices.Clone(args)})

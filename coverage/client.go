@@ -214,3 +214,17 @@ func (c *Client) lockSeries(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, key)
 	return err
 }
+
+// planned returns args for a statement whose best plan depends on how many
+// rows the slot table holds, such as a count over a range: the statement is
+// planned for each call with its arguments (an unnamed statement whose
+// description pgx caches: still one round trip), never from a cached
+// generic plan. A generic plan made while the table was empty (a new
+// schema, or one truncated and vacuumed) scans the whole table for every
+// range, for as long as the connection lives or until the table is next
+// analyzed: materializing 10M slots took 77 s that way instead of about
+// 25 s, each chunk re-counting a table that grew by the chunk. Planning a
+// range read costs well under a millisecond.
+func planned(args ...any) []any {
+	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+}

@@ -142,7 +142,7 @@ func (c *Client) countParts(ctx context.Context, q querier, parts []part) ([]int
 		return nil, nil
 	}
 	lo, hi := bounds(parts)
-	rows, err := q.Query(ctx, c.sql.countParts, c.name, c.interval, lo, hi)
+	rows, err := q.Query(ctx, c.sql.countParts, planned(c.name, c.interval, lo, hi)...)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (c *Client) listGaps(ctx context.Context, q querier, parts []part) ([]Gap, 
 		return nil, nil
 	}
 	lo, hi := bounds(parts)
-	rows, err := q.Query(ctx, c.sql.listParts, c.name, c.interval, lo, hi)
+	rows, err := q.Query(ctx, c.sql.listParts, planned(c.name, c.interval, lo, hi)...)
 	if err != nil {
 		return nil, err
 	}

@@ -179,7 +179,7 @@ func (c *Client) heatmapGapsAndRows(ctx context.Context, tx pgx.Tx, h *Heatmap, 
 	for i, b := range h.Buckets {
 		starts[i] = b.Start
 	}
-	rows, err := tx.Query(ctx, c.sql.heatmapCounts, c.name, c.interval, h.From, h.To, starts)
+	rows, err := tx.Query(ctx, c.sql.heatmapCounts, planned(c.name, c.interval, h.From, h.To, starts)...)
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (c *Client) heatmapAllRows(ctx context.Context, tx pgx.Tx, h *Heatmap, cs [
 		los[i], his[i] = b.Start, b.End
 		b.Missing = b.Slots // until its rows say otherwise
 	}
-	rows, err := tx.Query(ctx, c.sql.heatmapAllRows, c.name, c.interval, h.From, h.To, los, his)
+	rows, err := tx.Query(ctx, c.sql.heatmapAllRows, planned(c.name, c.interval, h.From, h.To, los, his)...)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ const deletionsSQL = `SELECT slot_deletions FROM {{schema}}.series WHERE name = 
 // covered returns the stored and compacted parts of [lo, hi), merged and
 // clipped, in order.
 func (c *Client) covered(ctx context.Context, q querier, lo, hi time.Time) ([]span, error) {
-	rows, err := q.Query(ctx, c.sql.covered, c.name, c.interval, lo, hi)
+	rows, err := q.Query(ctx, c.sql.covered, planned(c.name, c.interval, lo, hi)...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ const compactedInSQL = `SELECT greatest(range_start, $3), least(range_end, $4), 
 	ORDER BY range_start`
 
 func (c *Client) compactedIn(ctx context.Context, q querier, lo, hi time.Time) ([]compactedSpan, error) {
-	rows, err := q.Query(ctx, c.sql.compactedIn, c.name, c.interval, lo, hi)
+	rows, err := q.Query(ctx, c.sql.compactedIn, planned(c.name, c.interval, lo, hi)...)
 	if err != nil {
 		return nil, err
 	}

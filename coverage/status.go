@@ -137,7 +137,7 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	var status, message *string
 	var parked *bool
 	var skipRows int64
-	if err := tx.QueryRow(ctx, c.sql.openCounts, c.name, c.interval, from, to).Scan(
+	if err := tx.QueryRow(ctx, c.sql.openCounts, planned(c.name, c.interval, from, to)...).Scan(
 		&n.Available, &n.Backoff, &n.Parked, &n.Acquired, &n.LeaseExpired, &skipRows, &oldest, &last,
 		&noted, &status, &parked, &message, &notedAt); err != nil {
 		return err

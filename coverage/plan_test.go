@@ -1,0 +1,61 @@
+package coverage
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRangeReadsPlannedPerCall: a connection that searched for gaps while
+// the slot table was empty (a new schema, vacuumed) must not go on reading
+// the whole table for every range once it has grown. With statements
+// prepared once, the generic plan made from the empty table was a
+// sequential scan, kept for the life of the connection: materializing
+// scanned the table again for every chunk. The scans are counted by the
+// server's statistics, flushed on the test's own connection.
+func TestRangeReadsPlannedPerCall(t *testing.T) {
+	ctx := context.Background()
+	grid := series(t, "plan", "PT1M", "UTC", utc("2026-01-01T00:00:00Z"))
+	f := newFixture(t, grid, Options{})
+	cfg, err := pgxpool.ParseConfig(f.db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1 // every statement on one connection, with its cached plans
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c, err := New(ctx, pool, grid, Options{Schema: f.db.Schema, ChunkSize: 2_000})
+	require.NoError(t, err)
+
+	f.exec(`VACUUM ANALYZE {{schema}}.slot`)
+	from := utc("2026-01-01T00:00:00Z")
+	for range 8 { // past the 5 custom plans after which a generic one may be cached
+		for _, err := range c.Gaps(ctx, from, from.Add(24*time.Hour)) {
+			require.NoError(t, err)
+		}
+	}
+	seqScans := func() int64 {
+		// The pool's connection sends its statistics when next idle.
+		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `SELECT 1`)
+		require.NoError(t, err)
+		var n int64
+		require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT pg_stat_get_numscans($1::regclass)`, f.db.Schema+".slot").Scan(&n))
+		return n
+	}
+	// The first chunk goes into the empty table, which is best read whole.
+	_, err = c.Materialize(ctx, from, from.Add(2_000*time.Minute), MaterializeOptions{})
+	require.NoError(t, err)
+	before := seqScans()
+	const slots = 60_000 // 29 more chunks
+	res, err := c.Materialize(ctx, from, from.Add(slots*time.Minute), MaterializeOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, slots-2_000, res.Inserted)
+	for _, err := range c.Gaps(ctx, from, from.Add(2*slots*time.Minute)) {
+		require.NoError(t, err)
+	}
+	require.Zero(t, seqScans()-before, "sequential scans of the slot table while materializing %d slots in chunks of 2,000", slots)
+}
