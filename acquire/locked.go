@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -277,47 +278,67 @@ type lockedBatch struct {
 // alive: every DeadMan/4 it sends an empty query on the held connection,
 // unless a handler statement is using it right then. A failed ping means the
 // session is gone; it cancels the handlers' context with ErrConnectionLost.
+//
+// It is a timer, not a goroutine: most transactions end long before the
+// first ping is due, and starting and stopping a goroutine with a ticker for
+// each of them was a measurable share of a short transaction's cost. stop
+// waits for a ping in progress.
 func (b *lockedBatch) startPinger(ctx context.Context, lost context.CancelCauseFunc) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
 	interval := b.q.opts.DeadMan / 4
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if start := b.handlerStart.Load(); start != 0 &&
-				time.Since(time.Unix(0, start)) > b.q.opts.MaxWork+b.q.opts.DeadMan {
-				continue // let the dead-man switch end a handler that ignores its deadline
-			}
-			if b.q.testNoPing {
-				continue
-			}
-			if !b.guard.mu.TryLock() {
-				continue // a statement is running: the session is not idle
-			}
-			pingCtx, cancel := context.WithTimeout(ctx, b.q.opts.DeadMan/2)
-			err := b.tx.Conn().PgConn().Ping(pingCtx)
-			cancel()
-			b.guard.mu.Unlock()
-			if err != nil && ctx.Err() == nil {
-				b.q.opts.Logger.Warn("almanac: held connection lost", "series", b.q.name, "interval", b.q.interval, "error", err)
-				lost(fmt.Errorf("%w: %v", ErrConnectionLost, err))
-				return
-			}
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		inFlight sync.WaitGroup
+		t        *time.Timer
+	)
+	t = time.AfterFunc(interval, func() {
+		mu.Lock()
+		if stopped || ctx.Err() != nil {
+			mu.Unlock()
+			return
 		}
-	}()
+		inFlight.Add(1)
+		mu.Unlock()
+		defer inFlight.Done()
+		if b.ping(ctx, lost) {
+			mu.Lock()
+			if !stopped {
+				t.Reset(interval)
+			}
+			mu.Unlock()
+		}
+	})
 	return func() {
-		close(done)
-		<-stopped
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		inFlight.Wait()
 	}
+}
+
+// ping is one tick of the pinger; it reports whether to go on.
+func (b *lockedBatch) ping(ctx context.Context, lost context.CancelCauseFunc) bool {
+	if start := b.handlerStart.Load(); start != 0 &&
+		time.Since(time.Unix(0, start)) > b.q.opts.MaxWork+b.q.opts.DeadMan {
+		return true // let the dead-man switch end a handler that ignores its deadline
+	}
+	if b.q.testNoPing {
+		return true
+	}
+	if !b.guard.mu.TryLock() {
+		return true // a statement is running: the session is not idle
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, b.q.opts.DeadMan/2)
+	err := b.tx.Conn().PgConn().Ping(pingCtx)
+	cancel()
+	b.guard.mu.Unlock()
+	if err != nil && ctx.Err() == nil {
+		b.q.opts.Logger.Warn("almanac: held connection lost", "series", b.q.name, "interval", b.q.interval, "error", err)
+		lost(fmt.Errorf("%w: %v", ErrConnectionLost, err))
+		return false
+	}
+	return ctx.Err() == nil
 }
 
 // run runs the handler for one slot and decides its outcome. The handler
@@ -326,7 +347,7 @@ func (b *lockedBatch) startPinger(ctx context.Context, lost context.CancelCauseF
 // on it (see abandonHandler).
 func (b *lockedBatch) run(ctx context.Context, s Slot, h Handler) Result {
 	maxWork := b.q.opts.MaxWork
-	hctx, cancel := context.WithTimeoutCause(ctx, maxWork, fmt.Errorf("%w (%s)", errMaxWork, maxWork))
+	hctx, cancel := context.WithTimeoutCause(ctx, maxWork, b.q.maxWorkCause)
 	defer cancel()
 	htx := &handlerTx{tx: b.tx, guard: b.guard, state: b.state, run: &handlerRun{}}
 	start := time.Now()

@@ -353,6 +353,51 @@ func TestLockedDeadManSwitch(t *testing.T) {
 	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect WHERE mode = 'healthy'`))
 }
 
+// TestLockedPingsKeepAnIdleHandlerAlive: a handler that sends nothing for
+// longer than DeadMan keeps its session, because the worker pings it; the
+// session's idle-in-transaction timeout (DeadMan) would end it otherwise.
+func TestLockedPingsKeepAnIdleHandlerAlive(t *testing.T) {
+	f := newFixture(t, 1)
+	res, _, err := f.queue(Options{DeadMan: time.Second}).Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		time.Sleep(2500 * time.Millisecond) // the subject: a handler idle for 2.5 DeadMan
+		return writeEffect(ctx, tx, f.schema, s, "idle")
+	})
+	require.NoError(t, err)
+	require.Equal(t, Completed, res.Outcome, "%v", res.Err)
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.effect WHERE mode = 'idle'`))
+}
+
+// TestLockedPingNoticesALostSession: when the held session is terminated
+// while the handler waits, the next ping fails and the handler's context
+// ends with ErrConnectionLost; nothing is recorded and the slot is free.
+func TestLockedPingNoticesALostSession(t *testing.T) {
+	f := newFixture(t, 1)
+	ctx := context.Background()
+	pid := make(chan int32, 1)
+	done := make(chan Result, 1)
+	go func() {
+		res, _, _ := f.queue(Options{DeadMan: time.Second}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+			var p int32
+			if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&p); err != nil {
+				return err
+			}
+			pid <- p
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+		done <- res
+	}()
+	f.exec(`SELECT pg_terminate_backend($1)`, <-pid)
+	select {
+	case res := <-done:
+		require.Equal(t, Abandoned, res.Outcome)
+		require.ErrorIs(t, res.Err, ErrConnectionLost)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler's context never ended after its session was terminated")
+	}
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'AVAILABLE'`))
+}
+
 // TestLockedPingerAndHandlerShareTheConnection runs many statements while the
 // pinger is busy, under the race detector.
 func TestLockedPingerAndHandlerShareTheConnection(t *testing.T) {

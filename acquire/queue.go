@@ -128,6 +128,9 @@ type Queue struct {
 	// set when Options.Owner was given, and orphans are then left alone.
 	leases      holdings
 	sharedOwner bool
+	// maxWorkCause ends a locked-mode handler's context at MaxWork; one
+	// value for all of them, made once.
+	maxWorkCause error
 
 	testNoPing bool // tests simulate a frozen worker by not pinging
 	// testLoseAck, when it returns true, makes a write that committed
@@ -198,6 +201,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 		pool: pool, grid: def.Grid, name: grid.Name(), interval: grid.Interval().String(),
 		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst),
 		from: opts.From, to: opts.To, sharedOwner: sharedOwner,
+		maxWorkCause: fmt.Errorf("%w (%s)", errMaxWork, opts.MaxWork),
 	}
 	if q.from.IsZero() {
 		q.from = slot.MinTime()
