@@ -24,7 +24,7 @@ var sqlBlock = regexp.MustCompile("(?s)```sql\n(.*?)```")
 // docObject matches the schema-qualified objects the examples use, on the
 // default schema; almanac.actor and almanac.engine are settings, not
 // objects, and are left alone.
-var docObject = regexp.MustCompile(`\balmanac\.(series|slot_event|slot|settings|wake_channel)\b`)
+var docObject = regexp.MustCompile(`\balmanac\.(series|slot_event|slot_history|slot|settings|wake_channel)\b`)
 
 // TestSQLDocRuns runs every SQL example of docs/sql.md, in order, with
 // psql, on a fresh schema, and checks what they claim: the re-open wakes a

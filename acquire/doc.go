@@ -79,12 +79,16 @@
 //
 // # History
 //
-// Every outcome is recorded in the slot's history (the slot_event table),
-// in the statement that writes it: completed, failed, parked, skipped,
-// snoozed or released, with the run's owner (Options.Owner), fence,
-// attempt and generation; a run that loses its slot to a takeover or an
-// ejection is recorded too. A claim is not: the lease holder is on the slot
-// row. See coverage.Client.History and `almanac history`.
+// Every outcome is recorded in the statement that writes it, with the run's
+// owner (Options.Owner), fence, attempt and generation. A completion is
+// recorded on the slot's row (completed_at, completed_by, beside its fence,
+// attempts and generation), so that a slot done once adds nothing to the
+// history table; a re-open moves it into the history row it writes. Every
+// other outcome (failed, parked, skipped, snoozed, released) is a row of
+// the slot's history (the slot_event table), and so is a run that loses its
+// slot to a takeover or an ejection. A claim is not recorded: the lease
+// holder is on the slot row. The slot_history view, coverage.Client.History
+// and `almanac history` show all of it as one list of events.
 //
 // # Work outside the database: four recipes
 //

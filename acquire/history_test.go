@@ -14,7 +14,8 @@ import (
 	"github.com/almanacdev/almanac/internal/wake"
 )
 
-// event is a slot_event row as the tests compare it.
+// event is a slot_history row (an event of slot_event, or a completion
+// recorded on the slot's row) as the tests compare it.
 type event struct {
 	Minute     int
 	Event      string
@@ -30,7 +31,7 @@ func (f *fixture) events() []event {
 	f.t.Helper()
 	rows, err := f.db.Pool.Query(context.Background(), sqlschema.Render(`SELECT extract(minute FROM slot_start)::int, event, generation,
 		coalesce(owner::text, ''), coalesce(fence, 0), coalesce(attempt, 0), coalesce(message, '')
-		FROM {{schema}}.slot_event WHERE name = 'report' AND "interval" = 'PT1M' ORDER BY at, slot_start`, f.schema))
+		FROM {{schema}}.slot_history WHERE name = 'report' AND "interval" = 'PT1M' ORDER BY at, slot_start`, f.schema))
 	require.NoError(f.t, err)
 	var out []event
 	var e event
@@ -250,4 +251,42 @@ func TestBatchTakeoversAreRecorded(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, want, f.events())
+}
+
+// TestCompletionsLiveOnTheRow: a completion writes no history row; the
+// slot's row records it (slot_history shows it as an event), and a re-open
+// by plain SQL moves it into its own 'reopened' row, so a re-computation
+// costs one history row, not two.
+func TestCompletionsLiveOnTheRow(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	q := f.queue(Options{})
+	owner := q.opts.Owner.String()
+	results, err := q.RunBatch(ctx, 2, noop)
+	require.NoError(t, err)
+	require.Len(t, results, 2)
+	require.Zero(t, f.count(`SELECT count(*) FROM {{schema}}.slot_event`), "completions write no history rows")
+	first := event{0, "completed", 1, owner, results[0].Slot.Fence, 1, ""}
+	require.Equal(t, []event{first, {1, "completed", 1, owner, results[1].Slot.Fence, 1, ""}}, f.events())
+
+	f.exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', message = 'late data' WHERE slot_start = $1`, f.slotStart(0))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.slot_event`), "one row per re-computation")
+	leases, err := q.Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	require.NoError(t, leases[0].Complete(ctx))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.slot_event`))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE completed_by IS NOT NULL AND slot_start = $1`, f.slotStart(0)))
+
+	var slot0 []event
+	for _, e := range f.events() {
+		if e.Minute == 0 {
+			slot0 = append(slot0, e)
+		}
+	}
+	require.Equal(t, []event{
+		first,
+		{0, "reopened", 2, "", 0, 0, "late data"},
+		{0, "completed", 2, owner, leases[0].Fence, 1, ""},
+	}, slot0)
 }

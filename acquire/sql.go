@@ -154,10 +154,11 @@ FROM picked ORDER BY slot_start {{order}}`),
 		// The one write of a locked-mode run: every outcome of the batch in
 		// one statement, values computed by the worker from the locked rows
 		// except the clock-based ones, and their history: one event per
-		// outcome ($11, by $12, the queue's owner), and one per expired
-		// lease the batch took over (its owner $13 and fence $14, NULL for
-		// the others), dated at the start of the transaction, when the
-		// batch took them.
+		// outcome ($11, by $12, the queue's owner) but completions, which
+		// the row records (completed_by), and one per expired lease the
+		// batch took over (its owner $13 and fence $14, NULL for the
+		// others), dated at the start of the transaction, when the batch
+		// took them.
 		finishLocked: r(`WITH d AS (
 UPDATE {{schema}}.slot AS s SET
     status = v.status, fence = v.fence, attempts = v.attempts, fail_count = v.fail_count,
@@ -165,6 +166,7 @@ UPDATE {{schema}}.slot AS s SET
     not_before = {{not_before}},
     data = coalesce(v.data, s.data),
     completed_at = CASE WHEN v.status = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
+    completed_by = CASE WHEN v.status = 'COMPLETE' THEN $12::uuid END,
     updated_at = clock_timestamp()
 FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::jsonb[], $11::text[],
         $13::uuid[], $14::bigint[])
@@ -175,7 +177,7 @@ RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event, v.message, v
 ` + logEvent + `
 SELECT clock_timestamp(), $1, $2, d.slot_start, d.event, d.generation, $12::uuid, d.fence, d.attempts,
     CASE WHEN d.event IN ('failed', 'parked', 'skipped') THEN left(d.message, 1024) END
-FROM d
+FROM d WHERE d.event <> 'completed'
 UNION ALL
 SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, d.held_owner, d.held_fence, d.attempts - 1, ` + takenByLocked + `
 FROM d WHERE d.held_owner IS NOT NULL`),
@@ -192,6 +194,7 @@ UPDATE {{schema}}.slot AS s SET
     not_before = ` + fmt.Sprintf(notBefore, "$9::bigint") + `,
     data = coalesce($10::jsonb, s.data),
     completed_at = CASE WHEN $4 = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
+    completed_by = CASE WHEN $4 = 'COMPLETE' THEN $12::uuid END,
     updated_at = clock_timestamp()
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = $3
 RETURNING s.slot_start, s.generation, s.fence, s.attempts
@@ -199,7 +202,7 @@ RETURNING s.slot_start, s.generation, s.fence, s.attempts
 ` + logEvent + `
 SELECT clock_timestamp(), $1, $2, d.slot_start, $11::text, d.generation, $12::uuid, d.fence, d.attempts,
     CASE WHEN $11::text IN ('failed', 'parked', 'skipped') THEN left($8, 1024) END
-FROM d
+FROM d WHERE $11::text <> 'completed'
 UNION ALL
 SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, $13::uuid, $14::bigint, d.attempts - 1, ` + takenByLocked + `
 FROM d WHERE $13::uuid IS NOT NULL`),
@@ -249,25 +252,21 @@ SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fen
 )
 SELECT ours.slot_start, extended.lease_until FROM ours LEFT JOIN extended USING (slot_start)`),
 
-		complete: r(logged(`UPDATE {{schema}}.slot SET
+		// A completion is recorded on the row (completed_at, completed_by),
+		// not as a history event: a re-open moves it into its own event
+		// (see migration 004 and the slot_history view).
+		complete: r(`UPDATE {{schema}}.slot SET
     status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
-    message = NULL, completed_at = clock_timestamp(), updated_at = clock_timestamp()
-WHERE {{guard}}`, "", "'completed'", "NULL")),
+    message = NULL, completed_at = clock_timestamp(), completed_by = $4, updated_at = clock_timestamp()
+WHERE {{guard}}`),
 
-		completeMany: r(`WITH d AS (
-UPDATE {{schema}}.slot AS s SET
+		completeMany: r(`UPDATE {{schema}}.slot AS s SET
     status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
-    message = NULL, completed_at = clock_timestamp(), updated_at = clock_timestamp()
+    message = NULL, completed_at = clock_timestamp(), completed_by = $4, updated_at = clock_timestamp()
 FROM unnest($3::timestamptz[], $5::bigint[]) AS v(slot_start, fence)
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = v.slot_start
   AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
-RETURNING s.slot_start, s.generation, s.fence, s.attempts
-),
-logged AS (
-` + logEvent + `
-SELECT clock_timestamp(), $1, $2, d.slot_start, 'completed', d.generation, $4, d.fence, d.attempts, NULL FROM d
-)
-SELECT slot_start FROM d`),
+RETURNING s.slot_start`),
 
 		fail: r(logged(`UPDATE {{schema}}.slot AS s SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, fail_count = $6, message = $7,

@@ -85,8 +85,10 @@ const compactedCountSQL = `SELECT count(*) FROM {{schema}}.slot_compacted WHERE 
 // Materialize never inserts them again, so no worker can claim one, and a
 // Reopen of any of them inserts their rows again, AVAILABLE, as a new
 // generation (the next after the highest compacted), cutting the range.
-// What is lost is their per-slot detail: attempts, data, messages, fences
-// (the history in slot_event is kept until PruneHistory removes it).
+// What is lost is their per-slot detail: attempts, data, messages, fences,
+// and the completion of their last computation, which is recorded on the
+// row (the rest of their history, in slot_event, is kept until
+// PruneHistory removes it).
 // Missing and open slots are never compacted, and break runs.
 //
 // The range is worked in transactions of at most Options.ChunkSize slots,

@@ -60,8 +60,11 @@
 //
 // Reopen, Retry and Skip record one event per slot they change in the
 // slots' history (the slot_event table), in the statement that changes it,
-// with the reason and Options.Actor; workers record their outcomes there
-// too. History reads a slot's story; PruneHistory keeps the table within
+// with the reason and Options.Actor; a re-open's event also carries the
+// completion it ends, which workers record on the slot's row rather than as
+// an event of its own. Workers record their other outcomes in the history
+// too. History reads a slot's story (the slot_history view: events and
+// completions together); PruneHistory keeps the table within
 // the schema's retention. Materialize records nothing: a slot's created_at
 // says when it was created. Plain SQL that makes slots acquirable is
 // recorded, and wakes workers, by a trigger on the slot table.

@@ -115,8 +115,12 @@ type Compacted struct {
 // parked, skipped, snoozed, released), when a run loses it (taken over,
 // ejected), and when it is re-opened, retried or skipped by an operation,
 // including plain SQL; a claim is not recorded (the holder of a lease is
-// on the row), nor is creation (Current.CreatedAt). Errors for a time off
-// the grid's range wrap slot.ErrInvalid.
+// on the row), nor is creation (Current.CreatedAt). A completion is kept
+// on the slot's row until a re-open carries it into its own event; it is
+// listed here either way, as an EventCompleted. A compacted slot has lost
+// its row, and with it the completion of its last computation (Compacted
+// keeps the run's latest completion time). Errors for a time off the
+// grid's range wrap slot.ErrInvalid.
 func (c *Client) History(ctx context.Context, t time.Time) (History, error) {
 	sl, err := c.grid.Floor(t)
 	if err != nil {

@@ -308,3 +308,32 @@ func TestStatusLastNote(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, st.LastNote, "the skipped slot's reason is not a note")
 }
+
+// TestReopenCarriesTheCompletion: a worker's completion is recorded on the
+// slot's row; Reopen moves it into the 'reopened' history row it writes,
+// and History shows both, the completion with its run's owner, fence and
+// attempt.
+func TestReopenCarriesTheCompletion(t *testing.T) {
+	f := newFixture(t, series(t, "carry", "PT1M", "UTC", time.Time{}), Options{Actor: "alice@laptop"})
+	ctx := context.Background()
+	from := utc("2026-01-01T00:00:00Z")
+	_, err := f.c.Materialize(ctx, from, from.Add(2*time.Minute), MaterializeOptions{})
+	require.NoError(t, err)
+	const owner = "0b9e3f55-2f0e-4c59-9d4b-8f5b7d1c2a10"
+	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', attempts = 2, fence = 7, completed_at = '2026-01-01T00:05:00Z',
+		completed_by = $1`, owner) // as a worker records a completion
+	before := f.history(from)
+	require.Equal(t, []Event{{At: utc("2026-01-01T00:05:00Z"), Event: EventCompleted, Generation: 1, Owner: owner, Fence: 7, Attempt: 2}},
+		before.Events, "the row's completion is an event")
+
+	_, err = f.c.Reopen(ctx, from, from.Add(2*time.Minute), ReopenOptions{Reason: "late data"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, f.exec(`SELECT FROM {{schema}}.slot_event WHERE event = 'reopened' AND completed_at IS NOT NULL`),
+		"one history row per slot re-opened, carrying its completion")
+	h := f.history(from)
+	require.Len(t, h.Events, 2)
+	require.Equal(t, before.Events[0], h.Events[0])
+	require.Equal(t, briefly{EventReopened, 2, "alice@laptop", "late data"}, brief(h.Events[1:])[0])
+	require.Equal(t, Event{}, Event{Owner: h.Events[1].Owner, Fence: h.Events[1].Fence, Attempt: h.Events[1].Attempt},
+		"the re-open itself ended no run")
+}

@@ -103,7 +103,7 @@ candidate AS (
 	       OR s.status = 'AVAILABLE' AND (s.not_before IS NULL OR s.not_before <= now_.t OR $6 AND s.not_before = 'infinity'))
 ),
 locked AS (
-	SELECT s.slot_start, s.status, s.not_before
+	SELECT s.slot_start, s.status, s.not_before, s.completed_by, s.completed_at, s.fence, s.attempts
 	FROM {{schema}}.slot s, now_
 	WHERE ` + inRange + `
 	  AND (s.status = ANY($5::text[])
@@ -125,15 +125,20 @@ FROM (SELECT c.*, c.status = 'ACQUIRED' OR l.slot_start IS NULL AS held
 // generation's checkpoint (data) and completion time go; the fence stays,
 // so tokens keep growing.
 const reopenUpdate = `UPDATE {{schema}}.slot s SET status = 'AVAILABLE', message = $7, fail_count = 0, attempts = 0,
-		not_before = NULL, owner = NULL, lease_until = NULL, data = NULL, completed_at = NULL,
+		not_before = NULL, owner = NULL, lease_until = NULL, data = NULL, completed_at = NULL, completed_by = NULL,
 		generation = s.generation + 1, updated_at = clock_timestamp()
 	FROM target t
 	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
 	RETURNING s.slot_start, s.generation`
 
+// reopenLogged records each re-open, with the completion it ends when the
+// row recorded one (see migration 004): its run's owner, fence and attempt,
+// and when it completed.
 var reopenLogged = `,
-logged AS (` + logEvent + `
-	SELECT $1, $2, slot_start, 'reopened', generation, ` + actor(8) + `, left($7, 1024) FROM changed)`
+logged AS (INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, owner, fence, attempt, completed_at, actor, message)
+	SELECT $1, $2, c.slot_start, 'reopened', c.generation, d.completed_by, d.fence, d.attempts, d.completed_at, ` + actor(8) + `, left($7, 1024)
+	FROM changed c
+	LEFT JOIN (SELECT * FROM locked WHERE status = 'COMPLETE' AND completed_by IS NOT NULL) d ON d.slot_start = c.slot_start)`
 
 // retrySQL clears the backoff of the rows of [$3, $4) that are in backoff or
 // parked, and the failure count of parked ones, so the retry policy starts
@@ -283,10 +288,11 @@ const current = `SELECT status, generation, attempts, fail_count, fence, owner::
 	created_at, updated_at, completed_at
 FROM {{schema}}.slot WHERE name = $1 AND "interval" = $2 AND slot_start = $3`
 
-// history sorts the few events of one slot after fetching them by the
-// index on the slot.
+// history reads one slot's events from the slot_history view (history
+// rows, the completions re-opens carry, and the row's own completion), each
+// branch by its index on the slot, and sorts the few it finds.
 const history = `SELECT at, event, generation, owner::text, fence, attempt, actor, message
-FROM {{schema}}.slot_event WHERE name = $1 AND "interval" = $2 AND slot_start = $3
+FROM {{schema}}.slot_history WHERE name = $1 AND "interval" = $2 AND slot_start = $3
 ORDER BY at`
 
 // extent spans the stored slots and the compacted ranges: the start of the

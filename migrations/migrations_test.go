@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -172,4 +173,41 @@ func TestWakeChannelInSQL(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, "SELECT "+sqlschema.Quote(schema)+".wake_channel()").Scan(&channel))
 		require.Equal(t, wake.Channel(schema), channel, schema)
 	}
+}
+
+// TestDownFromCompletionsKeepsHistory: going back below version 4 turns the
+// completions recorded on rows and carried by re-open events into the
+// 'completed' history rows version 3 expects.
+func TestDownFromCompletionsKeepsHistory(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := migrations.Up(ctx, pool, schema)
+	require.NoError(t, err)
+	exec := func(sql string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sqlschema.Render(sql, schema))
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, fence, attempts, generation, completed_at, completed_by)
+		VALUES ('s', 'PT1M', '2026-01-01T00:00Z', '2026-01-01T00:01Z', 'COMPLETE', 9, 1, 2, '2026-01-01T00:09Z', '0b9e3f55-2f0e-4c59-9d4b-8f5b7d1c2a10')`)
+	exec(`INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation, owner, fence, attempt, completed_at)
+		VALUES ('2026-01-01T00:08Z', 's', 'PT1M', '2026-01-01T00:00Z', 'reopened', 2, '0b9e3f55-2f0e-4c59-9d4b-8f5b7d1c2a10', 5, 3, '2026-01-01T00:04Z')`)
+	var before []string
+	rows, err := pool.Query(ctx, sqlschema.Render(`SELECT format('%s %s g%s %s f%s a%s', at AT TIME ZONE 'UTC', event, generation, owner, fence, attempt)
+		FROM {{schema}}.slot_history ORDER BY at`, schema))
+	require.NoError(t, err)
+	before, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, before, 3)
+
+	_, err = migrations.Down(ctx, pool, schema, 3)
+	require.NoError(t, err)
+	rows, err = pool.Query(ctx, sqlschema.Render(`SELECT format('%s %s g%s %s f%s a%s', at AT TIME ZONE 'UTC', event, generation,
+		CASE WHEN event = 'completed' THEN owner END, CASE WHEN event = 'completed' THEN fence END, attempt)
+		FROM {{schema}}.slot_event ORDER BY at`, schema))
+	require.NoError(t, err)
+	after, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the same events, as version 3 rows")
 }
