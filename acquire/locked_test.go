@@ -356,10 +356,34 @@ func TestLockedDeadManSwitch(t *testing.T) {
 // TestLockedPingsKeepAnIdleHandlerAlive: a handler that sends nothing for
 // longer than DeadMan keeps its session, because the worker pings it; the
 // session's idle-in-transaction timeout (DeadMan) would end it otherwise.
+// The handler stays idle until the database clock is 2.5 DeadMan past the
+// moment it read it, which the test waits for on the server.
 func TestLockedPingsKeepAnIdleHandlerAlive(t *testing.T) {
 	f := newFixture(t, 1)
-	res, _, err := f.queue(Options{DeadMan: time.Second}).Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
-		time.Sleep(2500 * time.Millisecond) // the subject: a handler idle for 2.5 DeadMan
+	ctx := context.Background()
+	started := make(chan time.Time, 1)
+	release := make(chan struct{})
+	go func() {
+		var at time.Time
+		select {
+		case at = <-started:
+		case <-time.After(30 * time.Second):
+			close(release) // the handler never started; Run's result says why
+			return
+		}
+		_, err := f.db.Pool.Exec(ctx, `SELECT pg_sleep_until($1::timestamptz + interval '2.5 seconds')`, at)
+		if err != nil {
+			t.Error(err)
+		}
+		close(release)
+	}()
+	res, _, err := f.queue(Options{DeadMan: time.Second}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		var at time.Time
+		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
+			return err
+		}
+		started <- at
+		<-release // idle: no statement on the session
 		return writeEffect(ctx, tx, f.schema, s, "idle")
 	})
 	require.NoError(t, err)
