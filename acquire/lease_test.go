@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
+	"github.com/almanacdev/almanac/slot"
 )
 
 func TestLeaseLifecycle(t *testing.T) {
@@ -461,4 +462,28 @@ func TestHeartbeatDoesNotQueueBehindALockedRow(t *testing.T) {
 		t.Fatal("a busy lease is not lost")
 	default:
 	}
+}
+
+// TestRangedTakeover: a queue limited to [From, To) takes over the expired
+// leases of its range only, and refuses a range that ends before it starts.
+func TestRangedTakeover(t *testing.T) {
+	f := newFixture(t, 10)
+	ctx := context.Background()
+	held, err := f.queue(Options{LeaseTTL: time.Hour}).Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, held, 10)
+	f.exec(`UPDATE {{schema}}.slot SET lease_until = now() - interval '1 hour'`)
+
+	ranged := f.queue(Options{From: f.slotStart(4), To: f.slotStart(6), TakeoverGrace: -1})
+	taken, err := ranged.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, taken, 2)
+	for i, l := range taken {
+		require.True(t, l.TookOver)
+		require.True(t, l.Start.Equal(f.slotStart(4+i)), "took over %s, want %s", l.Start, f.slotStart(4+i))
+	}
+
+	_, err = New(ctx, f.db.Pool, f.grid, Options{Schema: f.schema, From: f.slotStart(6), To: f.slotStart(4)})
+	require.ErrorIs(t, err, slot.ErrInvalid)
+	require.ErrorContains(t, err, "From 2026-01-01T00:06:00Z is after To 2026-01-01T00:04:00Z")
 }

@@ -41,7 +41,8 @@ type Options struct {
 	Schema string
 
 	// From and To limit acquisition to slots starting in [From, To). Zero
-	// values mean unbounded.
+	// values mean unbounded; New fails with slot.ErrInvalid when From is
+	// after To.
 	From, To time.Time
 	// NewestFirst acquires the latest slot first (for freshness) instead of
 	// the oldest (for completeness, the default).
@@ -169,6 +170,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	}
 	if opts.StopBefore >= opts.LeaseTTL/2 {
 		return nil, fmt.Errorf("%w: StopBefore %s must be less than half of LeaseTTL %s", slot.ErrInvalid, opts.StopBefore, opts.LeaseTTL)
+	}
+	if !opts.From.IsZero() && !opts.To.IsZero() && opts.From.After(opts.To) {
+		return nil, fmt.Errorf("%w: From %s is after To %s", slot.ErrInvalid, opts.From.Format(time.RFC3339Nano), opts.To.Format(time.RFC3339Nano))
 	}
 	if opts.Retry == nil {
 		opts.Retry = DefaultRetry

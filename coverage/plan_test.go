@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // TestRangeReadsPlannedPerCall: a connection that searched for gaps while
@@ -37,11 +39,7 @@ func TestRangeReadsPlannedPerCall(t *testing.T) {
 		}
 	}
 	seqScans := func() int64 {
-		// The pool's connection sends its statistics when next idle.
-		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-		require.NoError(t, err)
-		_, err = pool.Exec(ctx, `SELECT 1`)
-		require.NoError(t, err)
+		pgtest.FlushStats(t, pool)
 		var n int64
 		require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT pg_stat_get_numscans($1::regclass)`, f.db.Schema+".slot").Scan(&n))
 		return n

@@ -338,3 +338,22 @@ func startThrowaway(ctx context.Context, binDir string) (discovery, error) {
 	}
 	return discovery{url: c.URL("postgres"), cluster: c, dir: dir}, nil
 }
+
+// FlushStats makes what pool's connections have done so far visible in
+// the server's cumulative statistics (pg_stat_*), which a backend otherwise
+// reports up to a second later. The connections must be idle: it flushes
+// those it can acquire at once.
+func FlushStats(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		// A backend sends its statistics when it is next idle.
+		for _, sql := range []string{`SELECT pg_stat_force_next_flush()`, `SELECT 1`} {
+			if _, err := c.Exec(ctx, sql); err != nil {
+				c.Release()
+				tb.Fatal(err)
+			}
+		}
+		c.Release()
+	}
+}
