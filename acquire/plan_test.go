@@ -2,6 +2,7 @@ package acquire
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,17 +48,8 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, lost)
 	}
-	read := func() int64 {
-		pgtest.FlushStats(t, pool)
-		var n int64
-		require.NoError(t, f.db.Pool.QueryRow(ctx, `
-			SELECT (SELECT coalesce(sum(pg_stat_get_tuples_returned(indexrelid)), 0) FROM pg_index WHERE indrelid = $1::regclass)
-				+ pg_stat_get_tuples_returned($1::regclass)`,
-			f.schema+".slot").Scan(&n))
-		return n
-	}
 	round() // prepares the statements
-	before := read()
+	before := slotRowsRead(t, f, pool)
 	const rounds = 5
 	for range rounds {
 		round()
@@ -65,8 +57,78 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 	// A round reads its own 10 slots a few times over (the claim, the
 	// three parts of the heartbeat, the completion), never the 1,000
 	// leases it does not hold.
-	n := read() - before
+	n := slotRowsRead(t, f, pool) - before
 	t.Logf("%d rows read in %d rounds", n, rounds)
 	require.Less(t, n, int64(rounds*200),
 		"rows of the slot table read in %d rounds of claiming, extending and completing 10 leases while another worker holds 1,000", rounds)
+}
+
+// TestClaimsSkipFinishedSlots: a claim reads the acquirable slots, not the
+// finished ones before them, even when the statistics say every slot of
+// the series is AVAILABLE (taken before half of a backfill was done) and
+// slot_available_idx has grown larger than the primary key (it takes an
+// entry every time a slot becomes AVAILABLE again; a low fill factor makes
+// it so here at once). Before migration 5 the claim was then served by the
+// primary key with a status filter, and read the 10,000 finished slots on
+// every claim. Both kinds of plan are tried: custom ones are what a
+// connection uses first, and always behind a pooler. (The first claim
+// reads the finished slots' dead entries in slot_available_idx once and
+// marks them dead for the others: it is not counted.)
+func TestClaimsSkipFinishedSlots(t *testing.T) {
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		for _, newest := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/newest=%v", mode, newest), func(t *testing.T) {
+				ctx := context.Background()
+				f := newFixture(t, 20_000)
+				f.exec(`ALTER INDEX {{schema}}.slot_available_idx SET (fillfactor = 10)`)
+				f.exec(`REINDEX INDEX {{schema}}.slot_available_idx`)
+				f.exec(`VACUUM ANALYZE {{schema}}.slot`)
+				finished, first := "slot_start < $1", 10_000 // the oldest half
+				if newest {
+					finished, first = "slot_start >= $1", 9_999
+				}
+				f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE `+finished, f.slotStart(10_000))
+
+				cfg, err := pgxpool.ParseConfig(f.db.URL)
+				require.NoError(t, err)
+				cfg.MaxConns = 3 // the fewest a queue takes; nothing else uses them, so their statistics are the queue's
+				cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = mode
+				pool, err := pgxpool.NewWithConfig(ctx, cfg)
+				require.NoError(t, err)
+				t.Cleanup(pool.Close)
+				q := f.queueOn(pool, Options{LeaseTTL: time.Hour, NewestFirst: newest})
+
+				claim := func(i int) {
+					leases, err := q.Claim(ctx, 10)
+					require.NoError(t, err)
+					require.Len(t, leases, 10)
+					want := f.slotStart(first + 10*i)
+					if newest {
+						want = f.slotStart(first - 10*i)
+					}
+					require.True(t, leases[0].Start.Equal(want), "claim %d starts at %s, want %s", i, leases[0].Start, want)
+				}
+				claim(0)
+				before := slotRowsRead(t, f, pool)
+				const claims = 5
+				for i := range claims {
+					claim(1 + i)
+				}
+				n := slotRowsRead(t, f, pool) - before
+				require.Less(t, n, int64(claims*100), "rows of the slot table read by %d claims of 10 slots beside 10,000 finished ones", claims)
+			})
+		}
+	}
+}
+
+// slotRowsRead returns how many rows of f's slot table pool's connections
+// have read so far, through any index or by sequential scans.
+func slotRowsRead(t *testing.T, f *fixture, pool *pgxpool.Pool) int64 {
+	pgtest.FlushStats(t, pool)
+	var n int64
+	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `
+		SELECT (SELECT coalesce(sum(pg_stat_get_tuples_returned(indexrelid)), 0) FROM pg_index WHERE indrelid = $1::regclass)
+			+ pg_stat_get_tuples_returned($1::regclass)`,
+		f.schema+".slot").Scan(&n))
+	return n
 }

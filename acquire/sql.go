@@ -56,6 +56,16 @@ type statements struct {
 // Measured: TestLeaseStatementsReadOnlyTheirSlots read the whole 20,000-slot
 // series per claim before.
 //
+// AVAILABLE slots are read in slot order written as slot_start NULLS
+// FIRST (NULLS LAST newest first). slot_start is never NULL, so it is the
+// same order, but one only slot_available_idx keeps (migration 5): the
+// primary key would have to sort every open slot to give it. Ordered
+// plainly, the primary key served it too, and when the statistics said
+// most of the series was AVAILABLE and the partial index was the larger,
+// the planner read the primary key with a status filter: through every
+// finished slot before the first acquirable one, once per claim
+// (TestClaimsSkipFinishedSlots).
+//
 // The status test sits in the statement that locks the row, so a slot
 // completed meanwhile is never acquired again: under READ COMMITTED the
 // locked row is re-checked against the WHERE clause. The second LIMIT
@@ -132,9 +142,10 @@ SELECT clock_timestamp(), $1, $2, d.slot_start, ` + event + `, d.generation, $4,
 }
 
 func renderStatements(schema string, newestFirst bool) statements {
-	order := "ASC"
+	// The NULLS clause matches slot_available_idx (see candidates).
+	order := "ASC NULLS FIRST"
 	if newestFirst {
-		order = "DESC"
+		order = "DESC NULLS LAST"
 	}
 	r := func(sql string) string {
 		sql = strings.ReplaceAll(sql, "{{candidates}}", candidates)

@@ -25,8 +25,9 @@ type OpenSlots struct {
 // openSlots reads, per registered series, each part from an index: the
 // AVAILABLE slots from the partial index on them (counted up to $1, so a
 // series with millions left costs a bounded scan), the oldest of them as
-// the first entry of that index, and the ACQUIRED ones (as many as there
-// are workers) from theirs.
+// the first entry of that index (in its order, NULLS FIRST, which the
+// primary key cannot give: see migration 5), and the ACQUIRED ones (as
+// many as there are workers) from theirs.
 const openSlots = `SELECT s.name, s."interval", a.n + h.n,
     coalesce(extract(epoch FROM greatest(clock_timestamp() - least(o.slot_end, h.oldest), interval '0')), 0)::float8
 FROM {{schema}}.series s
@@ -34,7 +35,7 @@ CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {{schema}}.slot x
     WHERE x.name = s.name AND x."interval" = s."interval" AND x.status = 'AVAILABLE' LIMIT $1) l) a
 LEFT JOIN LATERAL (SELECT x.slot_end FROM {{schema}}.slot x
     WHERE x.name = s.name AND x."interval" = s."interval" AND x.status = 'AVAILABLE'
-    ORDER BY x.slot_start LIMIT 1) o ON true
+    ORDER BY x.slot_start NULLS FIRST LIMIT 1) o ON true
 CROSS JOIN LATERAL (SELECT count(*) AS n, min(x.slot_end) AS oldest FROM {{schema}}.slot x
     WHERE x.name = s.name AND x."interval" = s."interval" AND x.status = 'ACQUIRED') h
 ORDER BY s.name, s."interval"`
