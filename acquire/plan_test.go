@@ -49,7 +49,7 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 		require.Empty(t, lost)
 	}
 	round() // prepares the statements
-	before := slotRowsRead(t, f, pool)
+	before := pgtest.RowsRead(t, pool, f.schema+".slot")
 	const rounds = 5
 	for range rounds {
 		round()
@@ -57,7 +57,7 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 	// A round reads its own 10 slots a few times over (the claim, the
 	// three parts of the heartbeat, the completion), never the 1,000
 	// leases it does not hold.
-	n := slotRowsRead(t, f, pool) - before
+	n := pgtest.RowsRead(t, pool, f.schema+".slot") - before
 	t.Logf("%d rows read in %d rounds", n, rounds)
 	require.Less(t, n, int64(rounds*200),
 		"rows of the slot table read in %d rounds of claiming, extending and completing 10 leases while another worker holds 1,000", rounds)
@@ -109,26 +109,14 @@ func TestClaimsSkipFinishedSlots(t *testing.T) {
 					require.True(t, leases[0].Start.Equal(want), "claim %d starts at %s, want %s", i, leases[0].Start, want)
 				}
 				claim(0)
-				before := slotRowsRead(t, f, pool)
+				before := pgtest.RowsRead(t, pool, f.schema+".slot")
 				const claims = 5
 				for i := range claims {
 					claim(1 + i)
 				}
-				n := slotRowsRead(t, f, pool) - before
+				n := pgtest.RowsRead(t, pool, f.schema+".slot") - before
 				require.Less(t, n, int64(claims*100), "rows of the slot table read by %d claims of 10 slots beside 10,000 finished ones", claims)
 			})
 		}
 	}
-}
-
-// slotRowsRead returns how many rows of f's slot table pool's connections
-// have read so far, through any index or by sequential scans.
-func slotRowsRead(t *testing.T, f *fixture, pool *pgxpool.Pool) int64 {
-	pgtest.FlushStats(t, pool)
-	var n int64
-	require.NoError(t, f.db.Pool.QueryRow(context.Background(), `
-		SELECT (SELECT coalesce(sum(pg_stat_get_tuples_returned(indexrelid)), 0) FROM pg_index WHERE indrelid = $1::regclass)
-			+ pg_stat_get_tuples_returned($1::regclass)`,
-		f.schema+".slot").Scan(&n))
-	return n
 }

@@ -50,15 +50,7 @@ func TestDrainCountsOnlyOpenSlots(t *testing.T) {
 			s := New(pool, Options{Schema: db.Schema})
 			scopes := []scope{{job: &job{Job: Job{Series: grid}}, from: from, to: from.Add(30000 * time.Minute)}}
 
-			read := func() int64 {
-				pgtest.FlushStats(t, pool)
-				var n int64
-				require.NoError(t, db.Pool.QueryRow(ctx, `
-					SELECT (SELECT coalesce(sum(pg_stat_get_tuples_returned(indexrelid)), 0) FROM pg_index WHERE indrelid = $1::regclass)
-						+ pg_stat_get_tuples_returned($1::regclass)`, db.Schema+".slot").Scan(&n))
-				return n
-			}
-			before := read()
+			before := pgtest.RowsRead(t, pool, db.Schema+".slot")
 			const counts = 5
 			for range counts {
 				st, err := s.scopesState(ctx, scopes)
@@ -66,7 +58,7 @@ func TestDrainCountsOnlyOpenSlots(t *testing.T) {
 				require.Equal(t, scopeState{ready: 3, backoff: 3, held: 4, next: st.next}, st)
 				require.Greater(t, st.next, 50*time.Minute, "the first lease runs out in an hour")
 			}
-			n := read() - before
+			n := pgtest.RowsRead(t, pool, db.Schema+".slot") - before
 			t.Logf("%d rows read", n)
 			require.Less(t, n, int64(counts*100), "rows of the slot table read to count 10 open slots among 20,010, %d times", counts)
 		})

@@ -357,3 +357,21 @@ func FlushStats(tb testing.TB, pool *pgxpool.Pool) {
 		c.Release()
 	}
 }
+
+// RowsRead returns how many rows of table (schema-qualified) have been read
+// so far, through any of its indexes or by sequential scans, once pool's
+// connections have reported their statistics (see FlushStats). Tests
+// compare two readings around the statements they measure: a cost the
+// server counts, whatever the machine's speed.
+func RowsRead(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
+	tb.Helper()
+	FlushStats(tb, pool)
+	var n int64
+	err := Pool(tb).QueryRow(context.Background(), `
+		SELECT (SELECT coalesce(sum(pg_stat_get_tuples_returned(indexrelid)), 0) FROM pg_index WHERE indrelid = $1::regclass)
+			+ pg_stat_get_tuples_returned($1::regclass)`, table).Scan(&n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
