@@ -71,9 +71,10 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 // it so here at once). Before migration 5 the claim was then served by the
 // primary key with a status filter, and read the 10,000 finished slots on
 // every claim. Both kinds of plan are tried: custom ones are what a
-// connection uses first, and always behind a pooler. (The first claim
-// reads the finished slots' dead entries in slot_available_idx once and
-// marks them dead for the others: it is not counted.)
+// connection uses first, and always behind a pooler. Live rows are
+// counted: the finished slots' dead entries in slot_available_idx are
+// stepped over, as often as the oldest transaction in the cluster keeps
+// them from being marked dead.
 func TestClaimsSkipFinishedSlots(t *testing.T) {
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		for _, newest := range []bool{false, true} {

@@ -358,18 +358,25 @@ func FlushStats(tb testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
-// RowsRead returns how many rows of table (schema-qualified) have been read
-// so far, through any of its indexes or by sequential scans, once pool's
+// RowsRead returns how many live rows of table (schema-qualified) have been
+// read so far, by sequential scans or fetched through its indexes
+// (pg_stat_user_tables' seq_tup_read plus idx_tup_fetch), once pool's
 // connections have reported their statistics (see FlushStats). Tests
 // compare two readings around the statements they measure: a cost the
-// server counts, whatever the machine's speed.
+// server counts, whatever the machine's speed. Dead index entries a scan
+// steps over are not counted: whether a scan can mark them dead for the
+// next one depends on the oldest transaction in the cluster, which other
+// tests running at the same time decide.
 func RowsRead(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
 	tb.Helper()
 	FlushStats(tb, pool)
 	var n int64
+	// seq_tup_read, then idx_tup_fetch: bitmap scans count on the table,
+	// plain index scans on each index.
 	err := Pool(tb).QueryRow(context.Background(), `
-		SELECT (SELECT coalesce(sum(pg_stat_get_tuples_returned(indexrelid)), 0) FROM pg_index WHERE indrelid = $1::regclass)
-			+ pg_stat_get_tuples_returned($1::regclass)`, table).Scan(&n)
+		SELECT pg_stat_get_tuples_returned($1::regclass) + pg_stat_get_tuples_fetched($1::regclass)
+			+ (SELECT coalesce(sum(pg_stat_get_tuples_fetched(indexrelid)), 0) FROM pg_index WHERE indrelid = $1::regclass)`,
+		table).Scan(&n)
 	if err != nil {
 		tb.Fatal(err)
 	}
