@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
@@ -28,13 +27,7 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 	require.Len(t, held, 1_000)
 	f.exec(`VACUUM ANALYZE {{schema}}.slot`)
 
-	cfg, err := pgxpool.ParseConfig(f.db.URL)
-	require.NoError(t, err)
-	cfg.MaxConns = 3 // the fewest a queue takes; nothing else uses them, so their statistics are the queue's
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pgtest.OwnPool(t, f.db.URL, 3, "force_generic_plan") // 3: the fewest a queue takes
 	q := f.queueOn(pool, Options{LeaseTTL: time.Hour})
 
 	round := func() {
@@ -90,13 +83,7 @@ func TestClaimsSkipFinishedSlots(t *testing.T) {
 				}
 				f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE `+finished, f.slotStart(10_000))
 
-				cfg, err := pgxpool.ParseConfig(f.db.URL)
-				require.NoError(t, err)
-				cfg.MaxConns = 3 // the fewest a queue takes; nothing else uses them, so their statistics are the queue's
-				cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = mode
-				pool, err := pgxpool.NewWithConfig(ctx, cfg)
-				require.NoError(t, err)
-				t.Cleanup(pool.Close)
+				pool := pgtest.OwnPool(t, f.db.URL, 3, mode) // 3: the fewest a queue takes
 				q := f.queueOn(pool, Options{LeaseTTL: time.Hour, NewestFirst: newest})
 
 				claim := func(i int) {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
@@ -22,12 +21,7 @@ func TestRangeReadsPlannedPerCall(t *testing.T) {
 	ctx := context.Background()
 	grid := series(t, "plan", "PT1M", "UTC", utc("2026-01-01T00:00:00Z"))
 	f := newFixture(t, grid, Options{})
-	cfg, err := pgxpool.ParseConfig(f.db.URL)
-	require.NoError(t, err)
-	cfg.MaxConns = 1 // every statement on one connection, with its cached plans
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pgtest.OwnPool(t, f.db.URL, 1, "") // every statement on one connection, with its cached plans
 	c, err := New(ctx, pool, grid, Options{Schema: f.db.Schema, ChunkSize: 2_000})
 	require.NoError(t, err)
 

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/seriesdb"
@@ -40,13 +39,7 @@ func TestDrainCountsOnlyOpenSlots(t *testing.T) {
 
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 		t.Run(mode, func(t *testing.T) {
-			cfg, err := pgxpool.ParseConfig(db.URL)
-			require.NoError(t, err)
-			cfg.MaxConns = 1 // statistics a test can attribute
-			cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = mode
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
+			pool := pgtest.OwnPool(t, db.URL, 1, mode)
 			s := New(pool, Options{Schema: db.Schema})
 			scopes := []scope{{job: &job{Job: Job{Series: grid}}, from: from, to: from.Add(30000 * time.Minute)}}
 

@@ -382,3 +382,29 @@ func RowsRead(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
 	}
 	return n
 }
+
+// OwnPool returns a pool on url of at most maxConns connections, closed
+// when the test ends, for a test that measures what its statements cost:
+// no other test uses its connections, so their statistics (RowsRead) are
+// the test's own. planCacheMode, when not empty, sets the connections'
+// plan_cache_mode (force_generic_plan: the plans a long-lived connection
+// ends up with; force_custom_plan: a connection's first ones, and every
+// one behind a transaction pooler). It fails the test if the pool cannot
+// be made.
+func OwnPool(tb testing.TB, url string, maxConns int32, planCacheMode string) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.MaxConns = maxConns
+	if planCacheMode != "" {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = planCacheMode
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
