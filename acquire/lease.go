@@ -460,11 +460,9 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 	uncertain, err := q.write(ctx, func(b *pgx.Batch) {
 		clear(kept)
 		sent = time.Now()
-		var args []any
+		args := []any{q.name, q.interval, starts, q.opts.Owner, fences}
 		if extend {
-			args = []any{q.name, q.interval, starts, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), fences}
-		} else {
-			args = []any{q.name, q.interval, starts, q.opts.Owner, fences}
+			args = append(args, q.opts.LeaseTTL.Microseconds())
 		}
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			var start time.Time

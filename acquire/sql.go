@@ -73,7 +73,7 @@ type statements struct {
 // mode a locked row stays locked for the whole job.
 const candidates = `
 expired AS (
-    SELECT slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
+    SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
         generation, owner AS held_owner
     FROM {{schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
@@ -84,7 +84,7 @@ expired AS (
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 available AS (
-    SELECT slot_start, slot_end, attempts, fail_count, data, message, false AS took_over, fence AS held_fence,
+    SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, false AS took_over, fence AS held_fence,
         generation, NULL::uuid AS held_owner
     FROM {{schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
@@ -120,6 +120,26 @@ const guard = `name = $1 AND "interval" = $2 AND slot_start = $3 AND status = 'A
 // last vacuum.
 const listed = `s.slot_start = ANY($3::timestamptz[])`
 
+// held is the guard of the lease writes given a list of slots ($3) with
+// their fences ($5): the slots still held by this owner ($4) with those
+// fences. It is written so that the primary key is the only way to the
+// rows:
+//   - the owner test stands for the status test, since slot_lease_check
+//     allows an owner on ACQUIRED rows only. A status test lets the planner
+//     read every lease of the series through slot_acquired_idx, which looks
+//     nearly empty to statistics taken while few leases were held (the
+//     usual case: leases come and go faster than the statistics are
+//     renewed);
+//   - each slot's fence is looked up in the list rather than joined with
+//     it, a join the planner ran by scanning the list once per slot.
+//
+// Measured (TestLeaseStatementsReadOnlyTheirSlots, statistics taken before
+// 1,000 leases were claimed): a heartbeat of 10 leases read 11,075 rows,
+// now 10; and with eight workers claiming and completing, a completion of
+// 100 leases took 6.7 ms reading 500 leases, now 0.3 ms reading its own.
+const held = `s.name = $1 AND s."interval" = $2 AND ` + listed + `
+  AND s.owner = $4 AND s.fence = ($5::bigint[])[array_position($3::timestamptz[], s.slot_start)]`
+
 // takenByLocked is the message of a locked-mode takeover's event.
 const takenByLocked = `'lease expired; taken over by a locked-mode worker'`
 
@@ -153,6 +173,7 @@ func renderStatements(schema string, newestFirst bool) statements {
 		sql = strings.ReplaceAll(sql, "{{not_before}}", notBefore)
 		sql = strings.ReplaceAll(sql, "{{guard}}", guard)
 		sql = strings.ReplaceAll(sql, "{{listed}}", listed)
+		sql = strings.ReplaceAll(sql, "{{held}}", held)
 		sql = strings.ReplaceAll(sql, "%[1]s", "v.delay_us")
 		return sqlschema.Render(sql, schema)
 	}
@@ -244,10 +265,18 @@ SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, $13::uuid, $14::
 FROM d WHERE $13::uuid IS NOT NULL`),
 
 		// A claim records no event (the slot row shows its holder), except
-		// for an expired lease it takes over: the run that lost it. The
-		// update finds the picked rows by their keys (the ANY test, like
-		// listed): however many rows the planner expects, it cannot join
-		// them with a scan of the series.
+		// for an expired lease it takes over: the run that lost it.
+		//
+		// The update finds the rows it has just locked by their row
+		// addresses (ctid), the versions the locking returned: a TID scan,
+		// not another descent of the primary key per slot, which was a
+		// third of a claim's work with eight workers claiming (1,874 of
+		// 2,918 buffer reads in one claim of 100). However many rows the
+		// planner expects, it cannot join them with a scan of the series.
+		// A row whose newest version was committed after the statement
+		// began (and still passed the recheck when it was locked) is not
+		// visible to the update's scan and is left out of this claim; it
+		// stays AVAILABLE and the next claim takes it.
 		claim: withLag("$8", "$9", `WITH {{candidates}},
 claimed AS (
 UPDATE {{schema}}.slot AS s SET
@@ -255,8 +284,8 @@ UPDATE {{schema}}.slot AS s SET
     lease_until = clock_timestamp() + $7 * interval '1 microsecond',
     attempts = s.attempts + 1, updated_at = clock_timestamp()
 FROM picked AS p
-WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = p.slot_start
-  AND s.slot_start = ANY(ARRAY(SELECT slot_start FROM picked))
+WHERE s.ctid = p.ctid AND s.ctid = ANY(ARRAY(SELECT ctid FROM picked))
+  AND s.name = $1 AND s."interval" = $2 AND s.slot_start = p.slot_start
 RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, p.took_over, s.fence, s.generation, s.lease_until,
     p.held_owner, p.held_fence, p.attempts AS held_attempts
 ),
@@ -274,20 +303,16 @@ SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fen
 		// expire meanwhile. So it extends the rows it can lock now and
 		// reports, for each lease still ours, the new deadline or NULL when
 		// the row was busy; a lease missing from the result is lost.
-		extend: r(`WITH v AS (
-    SELECT * FROM unnest($3::timestamptz[], $6::bigint[]) AS v(slot_start, fence)
-), ours AS (
-    SELECT s.slot_start FROM {{schema}}.slot AS s JOIN v USING (slot_start)
-    WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
+		// The update takes the rows locked by free by their row addresses,
+		// like claim.
+		extend: r(`WITH ours AS (
+    SELECT s.slot_start FROM {{schema}}.slot AS s WHERE {{held}}
 ), free AS (
-    SELECT s.slot_start FROM {{schema}}.slot AS s JOIN ours USING (slot_start)
-    WHERE s.name = $1 AND s."interval" = $2 AND {{listed}}
-    FOR NO KEY UPDATE OF s SKIP LOCKED
+    SELECT s.ctid FROM {{schema}}.slot AS s WHERE {{held}}
+    FOR NO KEY UPDATE SKIP LOCKED
 ), extended AS (
-    UPDATE {{schema}}.slot AS s SET lease_until = clock_timestamp() + $5 * interval '1 microsecond'
-    FROM free, v
-    WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND s.slot_start = free.slot_start AND v.slot_start = free.slot_start
-      AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
+    UPDATE {{schema}}.slot AS s SET lease_until = clock_timestamp() + $6 * interval '1 microsecond'
+    WHERE s.ctid = ANY(ARRAY(SELECT ctid FROM free)) AND {{held}}
     RETURNING s.slot_start, s.lease_until
 )
 SELECT ours.slot_start, extended.lease_until FROM ours LEFT JOIN extended USING (slot_start)`),
@@ -303,9 +328,7 @@ WHERE {{guard}}`),
 		completeMany: r(`UPDATE {{schema}}.slot AS s SET
     status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
     message = NULL, completed_at = clock_timestamp(), completed_by = $4, updated_at = clock_timestamp()
-FROM unnest($3::timestamptz[], $5::bigint[]) AS v(slot_start, fence)
-WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND s.slot_start = v.slot_start
-  AND s.status = 'ACQUIRED' AND s.owner = $4 AND s.fence = v.fence
+WHERE {{held}}
 RETURNING s.slot_start`),
 
 		fail: r(logged(`UPDATE {{schema}}.slot AS s SET
