@@ -197,13 +197,47 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("acquire: claim %d: expected at least 1", n)
 	}
+	at, epoch := q.floor.start()
+	lo := q.from
+	if at.After(lo) {
+		lo = at
+	}
+	leases, err := q.claimIn(ctx, n, lo, q.to, true)
+	if err != nil {
+		return nil, err
+	}
+	whole := !lo.After(q.from)
+	if len(leases) < n && !whole {
+		// Short: look behind the floor too. Leases already claimed are
+		// returned whatever happens to this second look.
+		if more, err := q.claimIn(ctx, n-len(leases), q.from, lo, false); err == nil {
+			whole = true
+			leases = append(leases, more...)
+		}
+	}
+	if first, ok := earliest(leaseSlots(leases)); ok {
+		q.floor.advance(epoch, first, whole)
+	}
+	sort.Slice(leases, func(i, j int) bool {
+		if q.opts.NewestFirst {
+			return leases[i].Start.After(leases[j].Start)
+		}
+		return leases[i].Start.Before(leases[j].Start)
+	})
+	return leases, nil
+}
+
+// claimIn claims up to n slots: AVAILABLE slots in [lo, hi), and with
+// takeovers expired leases of the whole range.
+func (q *Queue) claimIn(ctx context.Context, n int, lo, hi time.Time, takeovers bool) ([]*Lease, error) {
+	from, to := q.expiredIn(takeovers)
 	var leases []*Lease
 	q.leases.claiming.RLock()
 	uncertain, err := q.write(ctx, func(b *pgx.Batch) {
 		leases = leases[:0]
 		sent := time.Now()
-		b.Queue(q.sql.claim, q.name, q.interval, n, q.from, q.to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds(),
-			q.opts.TakeoverGrace.Microseconds()).
+		b.Queue(q.sql.claim, q.name, q.interval, n, from, to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds(),
+			q.opts.TakeoverGrace.Microseconds(), lo, hi).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				leases, err = q.scanLeases(rows, sent)
@@ -220,13 +254,15 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acquire: claim: %w", err)
 	}
-	sort.Slice(leases, func(i, j int) bool {
-		if q.opts.NewestFirst {
-			return leases[i].Start.After(leases[j].Start)
-		}
-		return leases[i].Start.Before(leases[j].Start)
-	})
 	return leases, nil
+}
+
+func leaseSlots(leases []*Lease) []Slot {
+	slots := make([]Slot, len(leases))
+	for i, l := range leases {
+		slots[i] = l.Slot
+	}
+	return slots
 }
 
 // Eject takes the slot starting at start over now, whoever holds its lease
@@ -427,6 +463,9 @@ func (l *Lease) guarded(ctx context.Context, what, status, sql string, extra ...
 	}
 	if status != "" {
 		l.finish()
+	}
+	if status == statusAvailable {
+		l.q.floor.rewind()
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +106,17 @@ func (q *Queue) Run(ctx context.Context, h Handler) (res Result, ok bool, err er
 // slot of the batch is recorded as failed with that reason, so that it backs
 // off instead of running again at once for ever.
 func (q *Queue) RunBatch(ctx context.Context, max int, h Handler) ([]Result, error) {
+	results, err := q.runBatch(ctx, max, h)
+	for _, r := range results {
+		if r.Outcome != Completed && r.Outcome != Skipped {
+			q.floor.rewind() // the slot is AVAILABLE again
+			break
+		}
+	}
+	return results, err
+}
+
+func (q *Queue) runBatch(ctx context.Context, max int, h Handler) ([]Result, error) {
 	if max < 1 {
 		return nil, fmt.Errorf("acquire: batch size %d: expected at least 1", max)
 	}
@@ -202,10 +214,43 @@ func (q *Queue) lockedBegin() string {
 }
 
 // selectLocked locks up to max slots in tx and returns them with the
-// transaction's id.
+// transaction's id: from the queue's floor on, and when that finds fewer
+// than max, from the part of the range before the floor too.
 func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, int64, error) {
-	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, q.from, q.to, q.opts.Lag.Microseconds(),
-		q.opts.TakeoverGrace.Microseconds())
+	at, epoch := q.floor.start()
+	lo := q.from
+	if at.After(lo) {
+		lo = at
+	}
+	slots, xid, err := q.selectLockedIn(ctx, tx, max, lo, q.to, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	whole := !lo.After(q.from)
+	if len(slots) < max && !whole {
+		// In the same transaction, so no slot may come twice: the part of
+		// the range the first look did not search, and no expired leases
+		// (the first look took all it could, and holds their rows).
+		more, _, err := q.selectLockedIn(ctx, tx, max-len(slots), q.from, lo, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		whole = true
+		slots = append(more, slots...)
+		sort.Slice(slots, func(i, j int) bool { return slots[i].Start.Before(slots[j].Start) })
+	}
+	if first, ok := earliest(slots); ok {
+		q.floor.advance(epoch, first, whole)
+	}
+	return slots, xid, nil
+}
+
+// selectLockedIn locks up to max slots in tx: AVAILABLE slots in [lo, hi),
+// and with takeovers expired leases of the whole range.
+func (q *Queue) selectLockedIn(ctx context.Context, tx pgx.Tx, max int, lo, hi time.Time, takeovers bool) ([]Slot, int64, error) {
+	from, to := q.expiredIn(takeovers)
+	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, from, to, q.opts.Lag.Microseconds(),
+		q.opts.TakeoverGrace.Microseconds(), lo, hi)
 	if err != nil {
 		return nil, 0, fmt.Errorf("select slots: %w", err)
 	}

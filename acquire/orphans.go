@@ -91,6 +91,7 @@ func (q *Queue) releaseOrphans(ctx context.Context) {
 		return
 	}
 	if released > 0 {
+		q.floor.rewind()
 		q.opts.Logger.Warn("almanac: released leases a claim whose connection was lost had taken",
 			"series", q.name, "interval", q.interval, "slots", released)
 	}

@@ -45,7 +45,10 @@ type Options struct {
 	// after To.
 	From, To time.Time
 	// NewestFirst acquires the latest slot first (for freshness) instead of
-	// the oldest (for completeness, the default).
+	// the oldest (for completeness, the default). Oldest first, a slot that
+	// becomes acquirable again behind the slots the queue is working on,
+	// by another process's hand, may wait up to a second while there is
+	// work after it (see Rewind).
 	NewestFirst bool
 	// Lag is how long after its end a slot becomes due: an AVAILABLE slot is
 	// acquired only once slot_end + Lag has passed on the database clock,
@@ -124,6 +127,8 @@ type Queue struct {
 	held     *budget
 	sql      statements
 	from, to time.Time
+	// floor is where the next search for AVAILABLE slots starts.
+	floor *floor
 
 	// leases are this queue's live leases (see holdings); sharedOwner is
 	// set when Options.Owner was given, and orphans are then left alone.
@@ -204,7 +209,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	q := &Queue{
 		pool: pool, grid: def.Grid, name: grid.Name(), interval: grid.Interval().String(),
 		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst),
-		from: opts.From, to: opts.To, sharedOwner: sharedOwner,
+		from: opts.From, to: opts.To, floor: newFloor(opts.NewestFirst), sharedOwner: sharedOwner,
 		maxWorkCause: fmt.Errorf("%w (%s)", errMaxWork, opts.MaxWork),
 	}
 	if q.from.IsZero() {
@@ -215,6 +220,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	}
 	return q, nil
 }
+
+// Rewind makes the queue's next acquisition search for AVAILABLE slots
+// from the start of its range. An oldest-first queue searches from the
+// earliest slot its last acquisition took (it does so on its own at least
+// once a second, and whenever that search comes up short); call Rewind when
+// told that slots before that may have become acquirable, by a re-open or a
+// retry, so that they are taken first.
+func (q *Queue) Rewind() { q.floor.rewind() }
 
 // Series returns the queue's series grid.
 func (q *Queue) Series() slot.Series { return q.grid }

@@ -35,7 +35,7 @@ type statements struct {
 // and locks them, skipping rows other workers hold: first ACQUIRED slots
 // whose lease expired (their holder is presumed dead, and they have waited
 // longest), then AVAILABLE slots that are due and not in backoff, in slot
-// order. A slot is due once slot_end + lag has passed on the database
+// order, from the part [{{lo}}, {{hi}}) of the range (see floor). A slot is due once slot_end + lag has passed on the database
 // clock, whatever the worker's clock says; {{lag}} is the parameter holding
 // the lag in microseconds. An expired lease is taken over once it has been
 // expired for {{grace}} microseconds (Options.TakeoverGrace).
@@ -89,7 +89,7 @@ available AS (
     FROM {{schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
       AND (not_before IS NULL OR not_before <= clock_timestamp())
-      AND slot_start >= $4 AND slot_start < $5
+      AND slot_start >= {{lo}} AND slot_start < {{hi}}
       AND slot_start < clock_timestamp() - {{lag}} * interval '1 microsecond'
       AND slot_end <= clock_timestamp() - {{lag}} * interval '1 microsecond'
     ORDER BY slot_start {{order}}
@@ -177,10 +177,11 @@ func renderStatements(schema string, newestFirst bool) statements {
 		sql = strings.ReplaceAll(sql, "%[1]s", "v.delay_us")
 		return sqlschema.Render(sql, schema)
 	}
-	// withLag names the parameters that hold the lag and the takeover grace
-	// of a statement built on candidates.
-	withLag := func(lag, grace, sql string) string {
-		return strings.NewReplacer("{{lag}}", lag, "{{grace}}", grace).Replace(r(sql))
+	// withLag names the parameters of a statement built on candidates that
+	// hold the lag, the takeover grace, and the part of the range searched
+	// for AVAILABLE slots, [lo, hi) (see floor).
+	withLag := func(lag, grace, lo, hi, sql string) string {
+		return strings.NewReplacer("{{lag}}", lag, "{{grace}}", grace, "{{lo}}", lo, "{{hi}}", hi).Replace(r(sql))
 	}
 	return statements{
 		// One round trip sets everything the transaction relies on, whatever
@@ -203,7 +204,7 @@ SET LOCAL tcp_user_timeout = %d`,
 		// The transaction id comes with the slots (locking rows gave the
 		// transaction one already): if the connection is lost during
 		// COMMIT, it tells whether the outcomes committed.
-		selectLocked: withLag("$6", "$7", `WITH {{candidates}}
+		selectLocked: withLag("$6", "$7", "$8", "$9", `WITH {{candidates}}
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{schema}}.fence_seq'), generation,
     held_fence, held_owner, `+retry.CurrentXact+`
 FROM picked ORDER BY slot_start {{order}}`),
@@ -277,7 +278,7 @@ FROM d WHERE $13::uuid IS NOT NULL`),
 		// began (and still passed the recheck when it was locked) is not
 		// visible to the update's scan and is left out of this claim; it
 		// stays AVAILABLE and the next claim takes it.
-		claim: withLag("$8", "$9", `WITH {{candidates}},
+		claim: withLag("$8", "$9", "$10", "$11", `WITH {{candidates}},
 claimed AS (
 UPDATE {{schema}}.slot AS s SET
     status = 'ACQUIRED', owner = $6, fence = nextval('{{schema}}.fence_seq'),

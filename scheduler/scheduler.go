@@ -325,12 +325,15 @@ func (s *Scheduler) materialize(ctx context.Context, j *job, from, now time.Time
 	return nil
 }
 
-// wake marks j as having work and pokes the dispatcher.
+// wake marks j as having work and pokes the dispatcher. The work may be
+// slots behind where the job's queue searches from (a re-open, a retry),
+// so its next search starts at the beginning of its range.
 func (s *Scheduler) wake(j *job) {
 	s.mu.Lock()
 	j.hasWork = true
 	j.wakes++
 	s.mu.Unlock()
+	rewind(j)
 	s.pokeDispatcher()
 }
 
@@ -339,9 +342,16 @@ func (s *Scheduler) wakeAll() {
 	for _, j := range s.jobs {
 		j.hasWork = true
 		j.wakes++
+		rewind(j)
 	}
 	s.mu.Unlock()
 	s.pokeDispatcher()
+}
+
+func rewind(j *job) {
+	if j.queue != nil { // nil until prepare opened it
+		j.queue.Rewind()
+	}
 }
 
 func (s *Scheduler) pokeDispatcher() {

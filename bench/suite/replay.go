@@ -114,13 +114,13 @@ type lockedSQL struct {
 // Positions of the arguments a replay changes; replay fails with a clear
 // error when acquire's statements no longer have this shape.
 const (
-	selectArgs     = 7 // name, interval, max, from, to, lag, takeover grace
+	selectArgs     = 9 // name, interval, max, from, to, lag, takeover grace, and where to search for AVAILABLE slots (from, to)
 	selectMax      = 2
 	finishArgs     = 14 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data, events, owner, held owners and fences
 	finishStarts   = 2
 	finishFences   = 4
 	finishAttempts = 5
-	claimArgs      = 9 // name, interval, n, from, to, owner, ttl, lag, takeover grace
+	claimArgs      = 11 // name, interval, n, from, to, owner, ttl, lag, takeover grace, and where to search for AVAILABLE slots (from, to)
 	claimN         = 2
 	completeArgs   = 5 // name, interval, starts, owner, fences
 	completeStarts = 2

@@ -383,6 +383,22 @@ func RowsRead(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
 	return n
 }
 
+// EntriesRead returns how many entries of index (schema-qualified) scans
+// have returned so far, dead ones included (pg_stat_user_indexes'
+// idx_tup_read), once pool's connections have reported their statistics.
+// Which dead entries a scan steps over depends on the oldest transaction
+// in the cluster (see RowsRead), so a test counting them holds the oldest
+// snapshot itself.
+func EntriesRead(tb testing.TB, pool *pgxpool.Pool, index string) int64 {
+	tb.Helper()
+	FlushStats(tb, pool)
+	var n int64
+	if err := Pool(tb).QueryRow(context.Background(), `SELECT pg_stat_get_tuples_returned($1::regclass)`, index).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
 // OwnPool returns a pool on url of at most maxConns connections, closed
 // when the test ends, for a test that measures what its statements cost:
 // no other test uses its connections, so their statistics (RowsRead) are
