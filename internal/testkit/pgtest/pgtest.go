@@ -358,10 +358,21 @@ func FlushStats(tb testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
+// flushForReading has pool's connections report their statistics, and
+// those of the shared pool (Pool): it ran the test's setup, and a counter
+// read through one of its connections would otherwise send that
+// connection's pending statistics right after reading them, into the next
+// reading (a backend reports at most once a second).
+func flushForReading(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	FlushStats(tb, pool)
+	FlushStats(tb, Pool(tb))
+}
+
 // RowsRead returns how many live rows of table (schema-qualified) have been
 // read so far, by sequential scans or fetched through its indexes
 // (pg_stat_user_tables' seq_tup_read plus idx_tup_fetch), once pool's
-// connections have reported their statistics (see FlushStats). Tests
+// connections and the shared pool's have reported their statistics. Tests
 // compare two readings around the statements they measure: a cost the
 // server counts, whatever the machine's speed. Dead index entries a scan
 // steps over are not counted: whether a scan can mark them dead for the
@@ -369,7 +380,7 @@ func FlushStats(tb testing.TB, pool *pgxpool.Pool) {
 // tests running at the same time decide.
 func RowsRead(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
 	tb.Helper()
-	FlushStats(tb, pool)
+	flushForReading(tb, pool)
 	var n int64
 	// seq_tup_read, then idx_tup_fetch: bitmap scans count on the table,
 	// plain index scans on each index.
@@ -385,13 +396,14 @@ func RowsRead(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
 
 // EntriesRead returns how many entries of index (schema-qualified) scans
 // have returned so far, dead ones included (pg_stat_user_indexes'
-// idx_tup_read), once pool's connections have reported their statistics.
+// idx_tup_read), once pool's connections and the shared pool's have
+// reported their statistics.
 // Which dead entries a scan steps over depends on the oldest transaction
 // in the cluster (see RowsRead), so a test counting them holds the oldest
 // snapshot itself.
 func EntriesRead(tb testing.TB, pool *pgxpool.Pool, index string) int64 {
 	tb.Helper()
-	FlushStats(tb, pool)
+	flushForReading(tb, pool)
 	var n int64
 	if err := Pool(tb).QueryRow(context.Background(), `SELECT pg_stat_get_tuples_returned($1::regclass)`, index).Scan(&n); err != nil {
 		tb.Fatal(err)
