@@ -183,6 +183,9 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 
 // Claim acquires up to n slots in lease mode with one statement: acquirable
 // ones, and ACQUIRED ones whose lease expired (a takeover: TookOver is set).
+// An oldest-first queue searches from the earliest slot its last
+// acquisition took, and with a second statement before it when the first
+// finds fewer than n (see Rewind).
 // Each gets this queue's owner, a new fencing token and a lease of
 // Options.LeaseTTL; the claim is committed before Claim returns. Keep the
 // leases alive with Extend or KeepAlive, and end each with one of its
@@ -210,7 +213,11 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	if len(leases) < n && !whole {
 		// Short: look behind the floor too. Leases already claimed are
 		// returned whatever happens to this second look.
-		if more, err := q.claimIn(ctx, n-len(leases), q.from, lo, false); err == nil {
+		more, err := q.claimIn(ctx, n-len(leases), q.from, lo, false)
+		if err != nil && len(leases) == 0 {
+			return nil, err
+		}
+		if err == nil {
 			whole = true
 			leases = append(leases, more...)
 		}
