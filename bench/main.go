@@ -75,7 +75,7 @@ func main() {
 
 // flags are the command line's options.
 type flags struct {
-	quick, json       bool
+	quick, json, hold bool
 	repeats, workers  int
 	scenarios         string
 	almanac, pgbench  string
@@ -92,6 +92,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.repeats, "repeats", suite.DefaultRepeats, "measurements of each side of a row; medians are quoted")
 	fs.IntVar(&f.workers, "workers", suite.DefaultWorkers, fmt.Sprintf("workers of the throughput scenarios, 1 to %d", suite.MaxWorkers))
 	fs.StringVar(&f.scenarios, "scenarios", "", "comma-separated scenarios to run (default all)")
+	fs.BoolVar(&f.hold, "hold-snapshot", false, "keep a transaction with its snapshot open for the whole run, as a long job or backup would")
 	fs.StringVar(&f.almanac, "almanac", "", "almanac's command line, for the memory scenario (default: almanac on PATH)")
 	fs.StringVar(&f.pgbench, "pgbench", "", "pgbench, for the ceilings (default: on PATH or in /usr/lib/postgresql/*/bin)")
 	fs.StringVar(&f.svg, "svg", "", "directory to write the charts into (throughput.svg, times.svg, sustained.svg)")
@@ -120,6 +121,8 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 		return f, fmt.Errorf("--sustained %s: expected a positive duration such as 30m", f.sustained)
 	case f.period <= 0 || f.period > 24*time.Hour:
 		return f, fmt.Errorf("--period %s: expected a positive duration such as 1m", f.period)
+	case f.hold && f.sustained > 0:
+		return f, errors.New("--hold-snapshot: applies to the database of DATABASE_URL, not to the cluster of --sustained; expected one of the two")
 	}
 	var known []string
 	for _, s := range suite.Scenarios() {
@@ -173,7 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	defer pool.Close()
 
 	opts := suite.Options{Pool: pool, Quick: f.quick, Repeats: f.repeats, Workers: f.workers, Scenarios: f.selected(),
-		Pgbench: f.pgbench, OnRow: out.row, Progress: out.progress}
+		Pgbench: f.pgbench, HoldSnapshot: f.hold, OnRow: out.row, Progress: out.progress}
 	// The almanac command line of the memory scenario reaches the same
 	// database: the URL this command was given, else the same PG* variables.
 	if url := getenv("DATABASE_URL"); url != "" {

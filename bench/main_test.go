@@ -201,6 +201,7 @@ func TestBadFlags(t *testing.T) {
 		{"--workers", "0"},
 		{"--workers", "33"},
 		{"--period", "0s"},
+		{"--hold-snapshot", "--sustained", "1m"},
 		{"extra"},
 	} {
 		var out, errOut bytes.Buffer
@@ -213,6 +214,18 @@ func TestBadFlags(t *testing.T) {
 		return "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"
 	})
 	require.Equal(t, exitUnavailable, code, errOut.String())
+}
+
+// TestHoldSnapshot: with a snapshot held for the whole run the scenarios
+// still count every slot once, and the report says the snapshot was held.
+func TestHoldSnapshot(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--quick", "--repeats", "1", "--workers", "2", "--json", "--scenarios", "lease", "--hold-snapshot"}, &out, &errOut, getenv)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+	lines := decode(t, out.String())
+	require.Equal(t, "lease-vs-river", lines[0].ID)
+	require.Equal(t, "end", lines[len(lines)-1].Kind)
+	require.Contains(t, out.String(), "held its snapshot open")
 }
 
 // TestOptInScenario: materialize-10m runs only when named (quick: 100k

@@ -53,6 +53,12 @@ type Options struct {
 	// PATH, else in /usr/lib/postgresql/*/bin. Not found: the rows have no
 	// ceiling and say why.
 	Pgbench string
+	// HoldSnapshot keeps a transaction with its snapshot open for the whole
+	// run, as a long job, report or backup does elsewhere in a cluster:
+	// meanwhile no index entry of a row updated since can be marked dead,
+	// and a search that starts from the beginning of a queue steps over
+	// all of them. The report says so in its notes.
+	HoldSnapshot bool
 	// OnRow, if set, is called with every row as soon as its scenario has
 	// measured it, before the next scenario starts.
 	OnRow func(Row)
@@ -130,6 +136,14 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	if opts.Quick {
 		rep.Notes = append(rep.Notes, "quick run: the sizes are far below those the bars are set for, so no row is judged")
+	}
+	if opts.HoldSnapshot {
+		release, err := holdSnapshot(ctx, opts.Pool)
+		if err != nil {
+			return Report{}, fmt.Errorf("bench: %w", err)
+		}
+		defer release()
+		rep.Notes = append(rep.Notes, "a transaction held its snapshot open for the whole run (--hold-snapshot)")
 	}
 	for _, s := range scenarios {
 		if selected := slices.Contains(opts.Scenarios, s.ID); !selected && (s.optIn || len(opts.Scenarios) > 0) {
