@@ -104,6 +104,17 @@ func (f *floor) rewind() {
 	f.epoch++
 }
 
+// searchFrom returns where the queue's next search for AVAILABLE slots
+// starts, its floor or the start of its range, and the epoch to hand to
+// floor.advance.
+func (q *Queue) searchFrom() (time.Time, uint64) {
+	at, epoch := q.floor.start()
+	if at.After(q.from) {
+		return at, epoch
+	}
+	return q.from, epoch
+}
+
 // expiredIn returns the range in which an acquisition takes expired leases
 // over: the queue's, or with takeovers false an empty one.
 func (q *Queue) expiredIn(takeovers bool) (from, to time.Time) {

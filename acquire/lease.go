@@ -200,11 +200,7 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("acquire: claim %d: expected at least 1", n)
 	}
-	at, epoch := q.floor.start()
-	lo := q.from
-	if at.After(lo) {
-		lo = at
-	}
+	lo, epoch := q.searchFrom()
 	leases, err := q.claimIn(ctx, n, lo, q.to, true)
 	if err != nil {
 		return nil, err

@@ -217,11 +217,7 @@ func (q *Queue) lockedBegin() string {
 // transaction's id: from the queue's floor on, and when that finds fewer
 // than max, from the part of the range before the floor too.
 func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, int64, error) {
-	at, epoch := q.floor.start()
-	lo := q.from
-	if at.After(lo) {
-		lo = at
-	}
+	lo, epoch := q.searchFrom()
 	slots, xid, err := q.selectLockedIn(ctx, tx, max, lo, q.to, true)
 	if err != nil {
 		return nil, 0, err
