@@ -337,3 +337,53 @@ func TestReopenCarriesTheCompletion(t *testing.T) {
 	require.Equal(t, Event{}, Event{Owner: h.Events[1].Owner, Fence: h.Events[1].Fence, Attempt: h.Events[1].Attempt},
 		"the re-open itself ended no run")
 }
+
+// TestHistoryFoundByBlockRanges: a slot's events are found through the
+// block-range index on the history's slot starts, all of them, whether they
+// lie in runs of pages already summarized or in the tail written since, among
+// the events of other slots and series written around them, and the lookup
+// reads a small part of the history, not all of it.
+func TestHistoryFoundByBlockRanges(t *testing.T) {
+	f := newFixture(t, series(t, "ranges", "PT1M", "UTC", time.Time{}), Options{})
+	from := utc("2026-01-01T00:00:00Z")
+	const slots = 20000
+	// Three sweeps of re-opens over the series, as late data re-opening
+	// window after window writes them, and one of another series at the
+	// same starts.
+	f.exec(`INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation, message)
+		SELECT $1::timestamptz + g * interval '1 hour' + k * interval '1 ms', CASE WHEN g = 0 THEN 'other' ELSE 'ranges' END, 'PT1M',
+			$1::timestamptz + k * interval '1 minute', 'reopened', g + 1, 'sweep'
+		FROM generate_series(0, 3) AS g, generate_series(0, $2 - 1) AS k ORDER BY g, k`, from, slots)
+	// Failures of scattered slots, written in no order of their starts.
+	f.exec(`INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation, message)
+		SELECT $1::timestamptz + interval '5 hours' + k * interval '1 ms', 'ranges', 'PT1M',
+			$1::timestamptz + k * interval '1 minute', 'failed', 4, 'stray'
+		FROM generate_series(0, $2 - 1, 97) AS k ORDER BY (k * 7919) % $2`, from, slots)
+	f.exec(`SELECT brin_summarize_new_values('{{schema}}.slot_event_slot_idx')`)
+	// The tail, written after the last summary.
+	f.exec(`INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation, message)
+		SELECT $1::timestamptz + interval '6 hours' + k * interval '1 ms', 'ranges', 'PT1M',
+			$1::timestamptz + k * interval '1 minute', 'released', 4, 'tail'
+		FROM generate_series(0, $2 - 1, 500) AS k`, from, slots)
+	f.exec(`ANALYZE {{schema}}.slot_event`)
+	total := f.exec(`SELECT FROM {{schema}}.slot_event`)
+
+	for _, k := range []int{0, 1, 291, 500, 12345, 19500, slots - 1} {
+		want := []string{"sweep", "sweep", "sweep"}
+		if k%97 == 0 {
+			want = append(want, "stray")
+		}
+		if k%500 == 0 {
+			want = append(want, "tail")
+		}
+		before := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event")
+		h := f.history(from.Add(time.Duration(k) * time.Minute))
+		read := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event") - before
+		var got []string
+		for _, e := range h.Events {
+			got = append(got, e.Message)
+		}
+		require.Equal(t, want, got, "slot %d", k)
+		require.Less(t, read, total/4, "slot %d: the lookup read %d of %d history rows", k, read, total)
+	}
+}
