@@ -146,6 +146,8 @@ func TestSustainedQuick(t *testing.T) {
 			var p suite.Period
 			require.NoError(t, json.Unmarshal(sc.Bytes(), &p))
 			require.Positive(t, p.SlotBytes)
+			require.Positive(t, p.WALPerSlot, "every slot run writes WAL")
+			require.GreaterOrEqual(t, p.Checkpoints, int64(0))
 			periods++
 		case "sustained":
 			require.NoError(t, json.Unmarshal(sc.Bytes(), &rep))

@@ -73,12 +73,20 @@ type Period struct {
 	// Autovacuums is how many times autovacuum has vacuumed the slot table
 	// since the start.
 	Autovacuums int64 `json:"autovacuums"`
+	// WALPerSlot is the WAL the cluster wrote in the period, in bytes, per
+	// slot run; Checkpoints the checkpoints that began in it. With the
+	// default max_wal_size the load checkpoints every minute or so, and the
+	// full-page images after each make the WAL per slot, and throughput,
+	// swing from period to period.
+	WALPerSlot  float64 `json:"wal_bytes_per_slot"`
+	Checkpoints int64   `json:"checkpoints"`
 }
 
 // Line prints the period on one line.
 func (p Period) Line() string {
-	return fmt.Sprintf("period %3d  %8.0f slots/s  slot table %7.1f MiB (heap %.1f, indexes %.1f)  history %6.1f MiB  HOT %4.1f%%  dead %9d  live %9d  autovacuums %d",
-		p.Index, p.SlotsPerSecond, mib(p.SlotBytes), mib(p.HeapBytes), mib(p.IndexBytes), mib(p.HistoryBytes), 100*p.HOTRatio, p.DeadTuples, p.LiveTuples, p.Autovacuums)
+	return fmt.Sprintf("period %3d  %8.0f slots/s  slot table %7.1f MiB (heap %.1f, indexes %.1f)  history %6.1f MiB  HOT %4.1f%%  dead %9d  live %9d  autovacuums %d  WAL %5.0f B/slot  checkpoints %d",
+		p.Index, p.SlotsPerSecond, mib(p.SlotBytes), mib(p.HeapBytes), mib(p.IndexBytes), mib(p.HistoryBytes), 100*p.HOTRatio, p.DeadTuples, p.LiveTuples, p.Autovacuums,
+		p.WALPerSlot, p.Checkpoints)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -183,7 +191,9 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 		return rep, err
 	}
 	e := &env{repeats: 1, workers: opts.Workers, admin: pool, canCheckpoint: true}
-	if err := pool.QueryRow(setupCtx, "SELECT current_setting('server_version'), current_setting('autovacuum')").Scan(&rep.Server, &rep.Autovacuum); err != nil {
+	var serverNum int
+	if err := pool.QueryRow(setupCtx, "SELECT current_setting('server_version'), current_setting('autovacuum'), current_setting('server_version_num')::int").
+		Scan(&rep.Server, &rep.Autovacuum, &serverNum); err != nil {
 		return rep, err
 	}
 	s, err := e.newSchema(setupCtx, "sustained")
@@ -209,7 +219,11 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 		return rep, err
 	}
 
-	l := &load{s: s, q: q, cov: cov, size: size, runs: make([]atomic.Int32, size.window), last: make([]atomic.Int64, size.window)}
+	l := &load{s: s, q: q, cov: cov, size: size, runs: make([]atomic.Int32, size.window), last: make([]atomic.Int64, size.window),
+		checkpoints: `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`}
+	if serverNum >= 170000 {
+		l.checkpoints = `SELECT num_timed + num_requested FROM pg_stat_checkpointer`
+	}
 	for k := range l.last {
 		l.last[k].Store(1) // loaded COMPLETE: generation 1 ran before the bench
 	}
@@ -232,6 +246,10 @@ type load struct {
 	q    *acquire.Queue
 	cov  *coverage.Client
 	size sustainedSizes
+
+	// checkpoints is the query counting the cluster's checkpoints, which
+	// PostgreSQL 17 moved from pg_stat_bgwriter to pg_stat_checkpointer.
+	checkpoints string
 
 	runs     []atomic.Int32 // handler runs per slot
 	last     []atomic.Int64 // the last generation run per slot
@@ -343,6 +361,9 @@ func (l *load) feed(ctx context.Context) error {
 // tableStats are the slot table's cumulative statistics.
 type tableStats struct {
 	updates, hot, dead, live, autovacuums int64
+	// wal is the cluster's WAL position in bytes; checkpoints counts the
+	// checkpoints begun since the statistics were reset.
+	wal, checkpoints int64
 }
 
 func (l *load) stats(ctx context.Context) (tableStats, Period, error) {
@@ -350,9 +371,10 @@ func (l *load) stats(ctx context.Context) (tableStats, Period, error) {
 	var p Period
 	err := l.s.e.admin.QueryRow(ctx, `SELECT coalesce(n_tup_upd, 0), coalesce(n_tup_hot_upd, 0), coalesce(n_dead_tup, 0), coalesce(n_live_tup, 0),
 			coalesce(autovacuum_count, 0), pg_total_relation_size(relid), pg_relation_size(relid), pg_indexes_size(relid),
-			pg_total_relation_size(to_regclass($2))
+			pg_total_relation_size(to_regclass($2)), (pg_current_wal_lsn() - '0/0')::bigint, (`+l.checkpoints+`)
 		FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'slot'`, l.s.name, quote(l.s.name)+".slot_event").
-		Scan(&st.updates, &st.hot, &st.dead, &st.live, &st.autovacuums, &p.SlotBytes, &p.HeapBytes, &p.IndexBytes, &p.HistoryBytes)
+		Scan(&st.updates, &st.hot, &st.dead, &st.live, &st.autovacuums, &p.SlotBytes, &p.HeapBytes, &p.IndexBytes, &p.HistoryBytes,
+			&st.wal, &st.checkpoints)
 	if err != nil {
 		return st, p, fmt.Errorf("statistics: %w", err)
 	}
@@ -409,6 +431,10 @@ func (l *load) sample(loadCtx, workCtx context.Context, opts SustainedOptions, r
 		if upd := st.updates - prev.updates; upd > 0 {
 			p.HOTRatio = float64(st.hot-prev.hot) / float64(upd)
 		}
+		if done > doneAtStart {
+			p.WALPerSlot = float64(st.wal-prev.wal) / float64(done-doneAtStart)
+		}
+		p.Checkpoints = st.checkpoints - prev.checkpoints
 		rep.Periods = append(rep.Periods, p)
 		if opts.OnPeriod != nil {
 			opts.OnPeriod(p)
