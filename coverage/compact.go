@@ -212,7 +212,7 @@ var restoreSlotsSQL = `WITH ins AS (INSERT INTO {{schema}}.slot (name, "interval
 	RETURNING slot_start, generation
 )
 ` + logEvent + `
-SELECT $1, $2, ins.slot_start, 'reopened', ins.generation, ` + actor(7) + `, left($5, 1024) FROM ins`
+SELECT $1, $2, ins.slot_start, 'reopened', ins.generation, ` + actor(7) + `, left($5, 1024) FROM ins ORDER BY ins.slot_start`
 
 // restoreCompacted brings back the compacted slots of states in p, in tx
 // (which holds the series' writer lock), as AVAILABLE rows of the next

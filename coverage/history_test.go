@@ -387,3 +387,45 @@ func TestHistoryFoundByBlockRanges(t *testing.T) {
 		require.Less(t, read, total/4, "slot %d: the lookup read %d of %d history rows", k, read, total)
 	}
 }
+
+// TestOperationsWriteHistoryInSlotOrder: a re-open or a skip of many slots
+// writes their events in slot order, whatever the order of the slots' rows
+// on disk, so that each run of history pages spans few slots and a lookup
+// through the block-range index reads few of them.
+func TestOperationsWriteHistoryInSlotOrder(t *testing.T) {
+	f := newFixture(t, series(t, "ordered", "PT1M", "UTC", time.Time{}), Options{})
+	ctx := context.Background()
+	from := utc("2026-01-01T00:00:00Z")
+	const slots = 20000
+	to := from.Add(slots * time.Minute)
+	// Rows on disk in no order of their starts, as a table whose rows have
+	// been updated many times has them.
+	f.exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, fence, attempts, completed_at)
+		SELECT 'ordered', 'PT1M', $1::timestamptz + k * interval '1 minute', $1::timestamptz + (k + 1) * interval '1 minute',
+			'COMPLETE', k + 1, 1, $1::timestamptz
+		FROM generate_series(0, $2 - 1) AS k ORDER BY (k * 7919) % $2`, from, slots)
+	// With statistics, the planner joins the slots to change by hashing,
+	// and the rows come out of the update in the order of the table.
+	f.exec(`ANALYZE {{schema}}.slot`)
+	_, err := f.c.Reopen(ctx, from, to, ReopenOptions{Reason: "late data"})
+	require.NoError(t, err)
+	_, err = f.c.Skip(ctx, from, to, SkipOptions{Reason: "not needed"})
+	require.NoError(t, err)
+
+	var descents int64
+	require.NoError(t, f.db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FILTER (WHERE slot_start < prev AND event = prev_event)
+		FROM (SELECT slot_start, event, lag(slot_start) OVER w AS prev, lag(event) OVER w AS prev_event
+			FROM {{schema}}.slot_event WINDOW w AS (ORDER BY ctid)) e`, f.db.Schema)).Scan(&descents))
+	require.Zero(t, descents, "each operation's events are written in slot order")
+
+	f.exec(`SELECT brin_summarize_new_values('{{schema}}.slot_event_slot_idx')`)
+	f.exec(`ANALYZE {{schema}}.slot_event`)
+	total := f.exec(`SELECT FROM {{schema}}.slot_event`)
+	for _, k := range []int{0, 7777, slots - 1} {
+		before := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event")
+		h := f.history(from.Add(time.Duration(k) * time.Minute))
+		read := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event") - before
+		require.Len(t, h.Events, 2, "slot %d: re-opened, then skipped", k)
+		require.Less(t, read, total/4, "slot %d: the lookup read %d of %d history rows", k, read, total)
+	}
+}

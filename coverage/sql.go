@@ -73,7 +73,11 @@ const insertRuns = `INSERT INTO {{schema}}.slot (name, "interval", slot_start, s
 // record one row per slot they change, set-based, in the statement that
 // changes them; actor is the given parameter, or the session's role.
 // Messages are cut to 1024 characters, which the table's 4096-byte bound
-// always admits.
+// always admits. The rows are inserted in slot order (ORDER BY slot_start),
+// not in the order of the slots' rows on disk: the history's block-range
+// index (migration 006) keeps the starts each run of pages spans, and a
+// slot's lookup reads every run whose span holds its start, so an operation
+// over thousands of slots must not scatter them over every run it writes.
 const logEvent = `INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, actor, message)`
 
 // actor is the history's actor: parameter $n, or the session's role.
@@ -85,7 +89,7 @@ func actor(n int) string { return fmt.Sprintf("coalesce($%d::text, session_user:
 func loggedSkips(insert string, n int) string {
 	return `WITH ins AS (` + insert + ` RETURNING slot_start, generation)
 ` + logEvent + `
-SELECT $1, $2, ins.slot_start, 'skipped', ins.generation, ` + actor(n) + `, left($6, 1024) FROM ins`
+SELECT $1, $2, ins.slot_start, 'skipped', ins.generation, ` + actor(n) + `, left($6, 1024) FROM ins ORDER BY ins.slot_start`
 }
 
 // reopen re-opens the rows of [$3, $4) whose status is in $5, and parked
@@ -138,7 +142,8 @@ var reopenLogged = `,
 logged AS (INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, owner, fence, attempt, completed_at, actor, message)
 	SELECT $1, $2, c.slot_start, 'reopened', c.generation, d.completed_by, d.fence, d.attempts, d.completed_at, ` + actor(8) + `, left($7, 1024)
 	FROM changed c
-	LEFT JOIN (SELECT * FROM locked WHERE status = 'COMPLETE' AND completed_by IS NOT NULL) d ON d.slot_start = c.slot_start)`
+	LEFT JOIN (SELECT * FROM locked WHERE status = 'COMPLETE' AND completed_by IS NOT NULL) d ON d.slot_start = c.slot_start
+	ORDER BY c.slot_start)`
 
 // retrySQL clears the backoff of the rows of [$3, $4) that are in backoff or
 // parked, and the failure count of parked ones, so the retry policy starts
@@ -172,7 +177,7 @@ var retryLogged = `,
 logged AS (` + logEvent + `
 	SELECT $1, $2, slot_start, 'retried', generation, ` + actor(5) + `,
 		CASE WHEN unparked THEN 'un-parked: the retry policy starts afresh' ELSE 'backoff cleared' END
-	FROM changed)`
+	FROM changed ORDER BY slot_start)`
 
 // skip marks the AVAILABLE rows of [$3, $4) SKIP with reason $5, and counts
 // the rows it leaves alone: COMPLETE, already SKIP, and held.
@@ -202,7 +207,7 @@ const skipUpdate = `UPDATE {{schema}}.slot s SET status = 'SKIP', message = $5, 
 
 var skipLogged = `,
 logged AS (` + logEvent + `
-	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed)`
+	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed ORDER BY slot_start)`
 
 // openRows selects the open rows (AVAILABLE, ACQUIRED) of [$3, $4) from
 // their partial indexes, never reading finished rows.
