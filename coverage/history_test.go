@@ -338,6 +338,15 @@ func TestReopenCarriesTheCompletion(t *testing.T) {
 		"the re-open itself ended no run")
 }
 
+// historyReading returns the history of the slot at start and how many
+// history rows the lookup read.
+func (f *fixture) historyReading(start time.Time) (History, int64) {
+	f.t.Helper()
+	before := pgtest.RowsRead(f.t, f.db.Pool, f.db.Schema+".slot_event")
+	h := f.history(start)
+	return h, pgtest.RowsRead(f.t, f.db.Pool, f.db.Schema+".slot_event") - before
+}
+
 // TestHistoryFoundByBlockRanges: a slot's events are found through the
 // block-range index on the history's slot starts, all of them, whether they
 // lie in runs of pages already summarized or in the tail written since, among
@@ -376,9 +385,7 @@ func TestHistoryFoundByBlockRanges(t *testing.T) {
 		if k%500 == 0 {
 			want = append(want, "tail")
 		}
-		before := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event")
-		h := f.history(from.Add(time.Duration(k) * time.Minute))
-		read := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event") - before
+		h, read := f.historyReading(from.Add(time.Duration(k) * time.Minute))
 		var got []string
 		for _, e := range h.Events {
 			got = append(got, e.Message)
@@ -422,9 +429,7 @@ func TestOperationsWriteHistoryInSlotOrder(t *testing.T) {
 	f.exec(`ANALYZE {{schema}}.slot_event`)
 	total := f.exec(`SELECT FROM {{schema}}.slot_event`)
 	for _, k := range []int{0, 7777, slots - 1} {
-		before := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event")
-		h := f.history(from.Add(time.Duration(k) * time.Minute))
-		read := pgtest.RowsRead(t, f.db.Pool, f.db.Schema+".slot_event") - before
+		h, read := f.historyReading(from.Add(time.Duration(k) * time.Minute))
 		require.Len(t, h.Events, 2, "slot %d: re-opened, then skipped", k)
 		require.Less(t, read, total/4, "slot %d: the lookup read %d of %d history rows", k, read, total)
 	}
