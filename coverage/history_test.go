@@ -395,8 +395,8 @@ func TestHistoryFoundByBlockRanges(t *testing.T) {
 	}
 }
 
-// TestOperationsWriteHistoryInSlotOrder: a re-open or a skip of many slots
-// writes their events in slot order, whatever the order of the slots' rows
+// TestOperationsWriteHistoryInSlotOrder: a re-open, a skip or a retry of
+// many slots writes their events in slot order, whatever the order of the slots' rows
 // on disk, so that each run of history pages spans few slots and a lookup
 // through the block-range index reads few of them.
 func TestOperationsWriteHistoryInSlotOrder(t *testing.T) {
@@ -418,6 +418,18 @@ func TestOperationsWriteHistoryInSlotOrder(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.c.Skip(ctx, from, to, SkipOptions{Reason: "not needed"})
 	require.NoError(t, err)
+	// Parked, as a worker parks slots (the engine's setting keeps the
+	// plain-SQL trigger from recording the change itself).
+	tx, err := f.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT set_config('almanac.engine', 'on', true)`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', not_before = 'infinity', fail_count = 3`, f.db.Schema))
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	f.exec(`ANALYZE {{schema}}.slot`)
+	_, err = f.c.Retry(ctx, from, to, RetryOptions{})
+	require.NoError(t, err)
 
 	var descents int64
 	require.NoError(t, f.db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FILTER (WHERE slot_start < prev AND event = prev_event)
@@ -430,7 +442,7 @@ func TestOperationsWriteHistoryInSlotOrder(t *testing.T) {
 	total := f.exec(`SELECT FROM {{schema}}.slot_event`)
 	for _, k := range []int{0, 7777, slots - 1} {
 		h, read := f.historyReading(from.Add(time.Duration(k) * time.Minute))
-		require.Len(t, h.Events, 2, "slot %d: re-opened, then skipped", k)
+		require.Len(t, h.Events, 3, "slot %d: re-opened, skipped, retried", k)
 		require.Less(t, read, total/4, "slot %d: the lookup read %d of %d history rows", k, read, total)
 	}
 }
