@@ -123,8 +123,8 @@ type Compacted struct {
 // block-range index on the history (migration 006), which its writers do
 // not pay for as it grows: the lookup reads the runs of pages whose starts
 // span the slot's and those not summarized yet (VACUUM summarizes them, and
-// autovacuum runs on the history every 100,000 events), about 12 ms per 10M
-// events kept. Errors for a time off the grid's range wrap slot.ErrInvalid.
+// autovacuum runs on the history every 100,000 events, at most once a
+// minute), about 12 ms per 10M events kept, plus that tail. Errors for a time off the grid's range wrap slot.ErrInvalid.
 func (c *Client) History(ctx context.Context, t time.Time) (History, error) {
 	sl, err := c.grid.Floor(t)
 	if err != nil {

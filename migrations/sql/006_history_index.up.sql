@@ -26,7 +26,8 @@
 -- vacuums an insert-only table once a fifth of it is new, which would leave
 -- a fifth of the history for every lookup to read; here it does so every
 -- 100,000 events (about 14 MB) instead, so the unsummarized tail stays that
--- short where autovacuum runs. Such a vacuum reads only the pages written
+-- short where autovacuum runs (at most once a minute, autovacuum_naptime:
+-- faster writers leave a minute of events, which a lookup reads too). Such a vacuum reads only the pages written
 -- since the last one. (The index's autosummarize option would ask for each
 -- run as it fills, but autovacuum queues at most 256 such requests and logs
 -- every one it drops: under sustained re-opens, hundreds of lines a minute.)
