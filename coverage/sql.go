@@ -92,13 +92,46 @@ func loggedSkips(insert string, n int) string {
 SELECT $1, $2, ins.slot_start, 'skipped', ins.generation, ` + actor(n) + `, left($6, 1024) FROM ins ORDER BY ins.slot_start`
 }
 
+// The operations below (re-open, retry, skip) join no two sets of slots.
+// A series loaded in bulk has no column statistics until the next ANALYZE,
+// and a range of slots restored from compaction none until the statement
+// that inserted them commits; without them the planner estimates every
+// range of the series at one row, and a join of the rows locked with the
+// rows read, or of the update with the rows locked, ran as a nested loop
+// comparing every slot of a chunk with every other: a re-open of 10,000
+// slots so loaded took 34 s, one of 50,000 compacted slots 3 min 34 s, and
+// the time grows with the square of the chunk. So a set of slots is tested
+// for membership in another through startsOf, the update takes its rows by
+// that test within the chunk's range, and the history is written from the
+// locked rows, which are exactly the rows the update changes (they are
+// ours until the transaction ends). Every step is then one pass over its
+// rows whatever the planner estimates.
+
+// startsOf is the set of the slot starts of the rows of a CTE, for a test
+// with <@: a multirange of one point per row, built once (a sort), in which
+// each test is a binary search.
+func startsOf(cte string) string {
+	return `(SELECT coalesce(range_agg(tstzrange(r.slot_start, r.slot_start, '[]')), '{}') FROM ` + cte + ` r)`
+}
+
+// marked is the CTE of the candidate rows with their held flag (a test
+// of each against a set of startsOf), computed once per row: heldColumns
+// reads the flag five times.
+func marked(held string) string {
+	return `,
+marked AS MATERIALIZED (SELECT c.*, ` + held + ` AS held FROM candidate c)`
+}
+
+// updateTargets is the WHERE of an update of the rows of CTE target.
+var updateTargets = `WHERE ` + inRange + ` AND s.slot_start <@ ` + startsOf("target")
+
 // reopen re-opens the rows of [$3, $4) whose status is in $5, and parked
 // ones when $6, with reason $7. Acquirable AVAILABLE rows are locked too,
 // only to find those a locked-mode worker holds: they are reported, like
 // leased (ACQUIRED) rows and targets that another transaction has locked.
 // One clock reading decides what is parked or in backoff for the whole
 // statement.
-const reopen = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
+var reopen = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
 candidate AS (
 	SELECT s.slot_start, s.slot_end, s.status, s.owner, s.lease_until
 	FROM {{schema}}.slot s, now_
@@ -107,7 +140,7 @@ candidate AS (
 	       OR s.status = 'AVAILABLE' AND (s.not_before IS NULL OR s.not_before <= now_.t OR $6 AND s.not_before = 'infinity'))
 ),
 locked AS (
-	SELECT s.slot_start, s.status, s.not_before, s.completed_by, s.completed_at, s.fence, s.attempts
+	SELECT s.slot_start, s.status, s.not_before, s.generation, s.completed_by, s.completed_at, s.fence, s.attempts
 	FROM {{schema}}.slot s, now_
 	WHERE ` + inRange + `
 	  AND (s.status = ANY($5::text[])
@@ -116,98 +149,95 @@ locked AS (
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
 target AS (
-	SELECT l.slot_start FROM locked l
+	SELECT l.* FROM locked l
 	WHERE l.status = ANY($5::text[]) OR $6 AND l.status = 'AVAILABLE' AND l.not_before = 'infinity'
 ),
 changed AS ({{changed}}){{logged}}
-SELECT (SELECT count(*) FROM changed),` + heldColumns + `
-FROM (SELECT c.*, c.status = 'ACQUIRED' OR l.slot_start IS NULL AS held
-	FROM candidate c LEFT JOIN locked l ON l.slot_start = c.slot_start) c`
+` + marked(`c.status = 'ACQUIRED' OR NOT (c.slot_start <@ `+startsOf("locked")+`)`) + `
+SELECT (SELECT count(*) FROM changed),` + heldColumns + ` FROM marked c`
 
 // reopenUpdate is what a re-open changes: the slot is redone from scratch,
 // as a new generation, so the counters, the backoff and the previous
 // generation's checkpoint (data) and completion time go; the fence stays,
 // so tokens keep growing.
-const reopenUpdate = `UPDATE {{schema}}.slot s SET status = 'AVAILABLE', message = $7, fail_count = 0, attempts = 0,
+var reopenUpdate = `UPDATE {{schema}}.slot s SET status = 'AVAILABLE', message = $7, fail_count = 0, attempts = 0,
 		not_before = NULL, owner = NULL, lease_until = NULL, data = NULL, completed_at = NULL, completed_by = NULL,
 		generation = s.generation + 1, updated_at = clock_timestamp()
-	FROM target t
-	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
-	RETURNING s.slot_start, s.generation`
+	` + updateTargets + `
+	RETURNING s.slot_start`
 
-// reopenLogged records each re-open, with the completion it ends when the
-// row recorded one (see migration 004): its run's owner, fence and attempt,
-// and when it completed.
+// reopenLogged records each re-open, in the generation the update begins,
+// with the completion it ends when the row recorded one (see migration
+// 004): its run's owner, fence and attempt, and when it completed (d, a
+// projection of the row's own columns, empty otherwise).
 var reopenLogged = `,
 logged AS (INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, owner, fence, attempt, completed_at, actor, message)
-	SELECT $1, $2, c.slot_start, 'reopened', c.generation, d.completed_by, d.fence, d.attempts, d.completed_at, ` + actor(8) + `, left($7, 1024)
-	FROM changed c
-	LEFT JOIN (SELECT * FROM locked WHERE status = 'COMPLETE' AND completed_by IS NOT NULL) d ON d.slot_start = c.slot_start
-	ORDER BY c.slot_start)`
+	SELECT $1, $2, t.slot_start, 'reopened', t.generation + 1, d.completed_by, d.fence, d.attempts, d.completed_at, ` + actor(8) + `, left($7, 1024)
+	FROM target t
+	LEFT JOIN LATERAL (SELECT t.completed_by, t.fence, t.attempts, t.completed_at
+		WHERE t.status = 'COMPLETE' AND t.completed_by IS NOT NULL) d ON true
+	ORDER BY t.slot_start)`
 
 // retrySQL clears the backoff of the rows of [$3, $4) that are in backoff or
 // parked, and the failure count of parked ones, so the retry policy starts
 // afresh for them.
-const retrySQL = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
+var retrySQL = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t),
 candidate AS (
 	SELECT s.slot_start, s.slot_end, s.status, s.owner, s.lease_until
 	FROM {{schema}}.slot s, now_
 	WHERE ` + inRange + ` AND s.status = 'AVAILABLE' AND s.not_before > now_.t
 ),
-locked AS (
-	SELECT s.slot_start, s.not_before
+target AS (
+	SELECT s.slot_start, s.not_before = 'infinity' AS unparked, s.generation
 	FROM {{schema}}.slot s, now_
 	WHERE ` + inRange + ` AND s.status = 'AVAILABLE' AND s.not_before > now_.t
 	ORDER BY s.slot_start
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
 changed AS ({{changed}}){{logged}}
-SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM changed WHERE unparked),` + heldColumns + `
-FROM (SELECT c.*, l.slot_start IS NULL AS held
-	FROM candidate c LEFT JOIN locked l ON l.slot_start = c.slot_start) c`
+` + marked(`NOT (c.slot_start <@ `+startsOf("target")+`)`) + `
+SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM target WHERE unparked),` + heldColumns + ` FROM marked c`
 
-const retryUpdate = `UPDATE {{schema}}.slot s SET not_before = NULL,
-		fail_count = CASE WHEN l.not_before = 'infinity' THEN 0 ELSE s.fail_count END,
+var retryUpdate = `UPDATE {{schema}}.slot s SET not_before = NULL,
+		fail_count = CASE WHEN s.not_before = 'infinity' THEN 0 ELSE s.fail_count END,
 		updated_at = clock_timestamp()
-	FROM locked l
-	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = l.slot_start
-	RETURNING l.not_before = 'infinity' AS unparked, s.slot_start, s.generation`
+	` + updateTargets + `
+	RETURNING s.slot_start`
 
 var retryLogged = `,
 logged AS (` + logEvent + `
-	SELECT $1, $2, slot_start, 'retried', generation, ` + actor(5) + `,
-		CASE WHEN unparked THEN 'un-parked: the retry policy starts afresh' ELSE 'backoff cleared' END
-	FROM changed ORDER BY slot_start)`
+	SELECT $1, $2, t.slot_start, 'retried', t.generation, ` + actor(5) + `,
+		CASE WHEN t.unparked THEN 'un-parked: the retry policy starts afresh' ELSE 'backoff cleared' END
+	FROM target t ORDER BY t.slot_start)`
 
 // skip marks the AVAILABLE rows of [$3, $4) SKIP with reason $5, and counts
 // the rows it leaves alone: COMPLETE, already SKIP, and held.
-const skip = `WITH candidate AS (
+var skip = `WITH candidate AS (
 	SELECT s.slot_start, s.slot_end, s.status, s.owner, s.lease_until
 	FROM {{schema}}.slot s
 	WHERE ` + inRange + `
 ),
-locked AS (
-	SELECT s.slot_start
+target AS (
+	SELECT s.slot_start, s.generation
 	FROM {{schema}}.slot s
 	WHERE ` + inRange + ` AND s.status = 'AVAILABLE'
 	ORDER BY s.slot_start
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
 changed AS ({{changed}}){{logged}}
+` + marked(`c.status = 'ACQUIRED' OR c.status = 'AVAILABLE' AND NOT (c.slot_start <@ `+startsOf("target")+`)`) + `
 SELECT (SELECT count(*) FROM changed),
 	count(*) FILTER (WHERE c.status = 'COMPLETE'),
 	count(*) FILTER (WHERE c.status = 'SKIP'),` + heldColumns + `
-FROM (SELECT c.*, c.status = 'ACQUIRED' OR c.status = 'AVAILABLE' AND l.slot_start IS NULL AS held
-	FROM candidate c LEFT JOIN locked l ON l.slot_start = c.slot_start) c`
+FROM marked c`
 
-const skipUpdate = `UPDATE {{schema}}.slot s SET status = 'SKIP', message = $5, not_before = NULL, updated_at = clock_timestamp()
-	FROM locked l
-	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = l.slot_start
-	RETURNING s.slot_start, s.generation`
+var skipUpdate = `UPDATE {{schema}}.slot s SET status = 'SKIP', message = $5, not_before = NULL, updated_at = clock_timestamp()
+	` + updateTargets + `
+	RETURNING s.slot_start`
 
 var skipLogged = `,
 logged AS (` + logEvent + `
-	SELECT $1, $2, slot_start, 'skipped', generation, ` + actor(6) + `, left($5, 1024) FROM changed ORDER BY slot_start)`
+	SELECT $1, $2, t.slot_start, 'skipped', t.generation, ` + actor(6) + `, left($5, 1024) FROM target t ORDER BY t.slot_start)`
 
 // openRows selects the open rows (AVAILABLE, ACQUIRED) of [$3, $4) from
 // their partial indexes, never reading finished rows.
@@ -337,9 +367,9 @@ func renderStatements(schema string) statements {
 		reopen:              r(withChanged(reopen, reopenUpdate, reopenLogged)),
 		reopenDry:           r(withChanged(reopen, `SELECT 1 FROM target`, "")),
 		retry:               r(withChanged(retrySQL, retryUpdate, retryLogged)),
-		retryDry:            r(withChanged(retrySQL, `SELECT l.not_before = 'infinity' AS unparked FROM locked l`, "")),
+		retryDry:            r(withChanged(retrySQL, `SELECT 1 FROM target`, "")),
 		skip:                r(withChanged(skip, skipUpdate, skipLogged)),
-		skipDry:             r(withChanged(skip, `SELECT 1 FROM locked`, "")),
+		skipDry:             r(withChanged(skip, `SELECT 1 FROM target`, "")),
 		current:             r(current),
 		history:             r(history),
 		extent:              r(extent),
