@@ -72,14 +72,14 @@ func TestOperationsScaleWithoutStatistics(t *testing.T) {
 	statements := []struct {
 		name string
 		sql  func(s statements) string
-		args string // after the series and the range
+		args []any // after the series and the range
 	}{
-		{"reopen", func(s statements) string { return s.reopen }, `'{COMPLETE,SKIP}', true, 'late', NULL`},
-		{"reopen dry run", func(s statements) string { return s.reopenDry }, `'{COMPLETE,SKIP}', true`},
-		{"retry", func(s statements) string { return s.retry }, `NULL`},
-		{"retry dry run", func(s statements) string { return s.retryDry }, ``},
-		{"skip", func(s statements) string { return s.skip }, `'no data', NULL`},
-		{"skip dry run", func(s statements) string { return s.skipDry }, ``},
+		{"reopen", func(s statements) string { return s.reopen }, []any{[]string{StatusComplete, StatusSkip}, true, "late", nil}},
+		{"reopen dry run", func(s statements) string { return s.reopenDry }, []any{[]string{StatusComplete, StatusSkip}, true}},
+		{"retry", func(s statements) string { return s.retry }, []any{nil}},
+		{"retry dry run", func(s statements) string { return s.retryDry }, nil},
+		{"skip", func(s statements) string { return s.skip }, []any{"no data", nil}},
+		{"skip dry run", func(s statements) string { return s.skipDry }, nil},
 	}
 	for _, analyzed := range []bool{false, true} {
 		f := newFixture(t, series(t, "unplanned", "PT1M", "UTC", time.Time{}), Options{})
@@ -99,22 +99,14 @@ func TestOperationsScaleWithoutStatistics(t *testing.T) {
 }
 
 // planWork inserts slots slots from from, a sixth in each state (due,
-// backed-off and parked AVAILABLE, ACQUIRED, COMPLETE, SKIP), and runs
-// sql over [from, to) under EXPLAIN ANALYZE with plan cache mode mode, in
-// a transaction it rolls back. It returns the rows every plan node
-// produced or removed, over all its loops.
-func (f *fixture) planWork(t *testing.T, mode, sql, args string, from, to time.Time, slots int) int64 {
+// backed-off and parked AVAILABLE, ACQUIRED, COMPLETE, SKIP), and returns
+// pgtest.PlanWork of sql over [from, to) with args after the series and
+// the range, in a transaction it rolls back.
+func (f *fixture) planWork(t *testing.T, mode, sql string, args []any, from, to time.Time, slots int) int64 {
 	ctx := context.Background()
-	conn, err := f.db.Pool.Acquire(ctx)
+	tx, err := f.db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer func() {
-		require.NoError(t, tx.Rollback(ctx))
-		_, err := conn.Exec(ctx, "DEALLOCATE op")
-		require.NoError(t, err)
-	}()
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
 	_, err = tx.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, not_before, owner, lease_until, completed_at)
 		SELECT 'unplanned', 'PT1M', $1::timestamptz + k * interval '1 minute', $1::timestamptz + (k + 1) * interval '1 minute',
 			(ARRAY['AVAILABLE', 'AVAILABLE', 'AVAILABLE', 'ACQUIRED', 'COMPLETE', 'SKIP'])[k % 6 + 1],
@@ -123,35 +115,5 @@ func (f *fixture) planWork(t *testing.T, mode, sql, args string, from, to time.T
 			CASE WHEN k % 6 = 4 THEN now() END
 		FROM generate_series(0, $2 - 1) AS k`, f.db.Schema), from, slots)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT set_config('plan_cache_mode', $1, true)`, mode)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "PREPARE op AS "+sql)
-	require.NoError(t, err)
-	list := fmt.Sprintf(`'unplanned', 'PT1M', '%s', '%s'`, from.Format(time.RFC3339), to.Format(time.RFC3339))
-	if args != "" {
-		list += ", " + args
-	}
-	var plan []struct{ Plan planNode }
-	require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE op("+list+")").Scan(&plan))
-	return plan[0].Plan.work()
-}
-
-// planNode is a node of a plan as EXPLAIN (ANALYZE, FORMAT JSON) reports
-// it: rows and removed rows per loop.
-type planNode struct {
-	Rows         float64    `json:"Actual Rows"`
-	Loops        float64    `json:"Actual Loops"`
-	Filtered     float64    `json:"Rows Removed by Filter"`
-	JoinFiltered float64    `json:"Rows Removed by Join Filter"`
-	Plans        []planNode `json:"Plans"`
-}
-
-// work is the rows the node and those below it produced or removed, over
-// all their loops.
-func (n planNode) work() int64 {
-	w := int64((n.Rows + n.Filtered + n.JoinFiltered) * n.Loops)
-	for _, c := range n.Plans {
-		w += c.work()
-	}
-	return w
+	return pgtest.PlanWork(t, tx, mode, sql, append([]any{"unplanned", "PT1M", from, to}, args...)...)
 }

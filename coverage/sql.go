@@ -101,29 +101,23 @@ SELECT $1, $2, ins.slot_start, 'skipped', ins.generation, ` + actor(n) + `, left
 // comparing every slot of a chunk with every other: a re-open of 10,000
 // slots so loaded took 34 s, one of 50,000 compacted slots 3 min 34 s, and
 // the time grows with the square of the chunk. So a set of slots is tested
-// for membership in another through startsOf, the update takes its rows by
-// that test within the chunk's range, and the history is written from the
-// locked rows, which are exactly the rows the update changes (they are
-// ours until the transaction ends). Every step is then one pass over its
-// rows whatever the planner estimates.
+// for membership in another through sqlschema.StartsOf, the update takes
+// its rows by that test within the chunk's range, and the history is
+// written from the locked rows, which are exactly the rows the update
+// changes (they are ours until the transaction ends). Every step is then
+// one pass over its rows whatever the planner estimates
+// (TestOperationsScaleWithoutStatistics).
 
-// startsOf is the set of the slot starts of the rows of a CTE, for a test
-// with <@: a multirange of one point per row, built once (a sort), in which
-// each test is a binary search.
-func startsOf(cte string) string {
-	return `(SELECT coalesce(range_agg(tstzrange(r.slot_start, r.slot_start, '[]')), '{}') FROM ` + cte + ` r)`
-}
-
-// marked is the CTE of the candidate rows with their held flag (a test
-// of each against a set of startsOf), computed once per row: heldColumns
-// reads the flag five times.
+// marked is the CTE of the candidate rows with their held flag (a test of
+// each against a sqlschema.StartsOf set), computed once per row:
+// heldColumns reads the flag five times.
 func marked(held string) string {
 	return `,
 marked AS MATERIALIZED (SELECT c.*, ` + held + ` AS held FROM candidate c)`
 }
 
 // updateTargets is the WHERE of an update of the rows of CTE target.
-var updateTargets = `WHERE ` + inRange + ` AND s.slot_start <@ ` + startsOf("target")
+var updateTargets = `WHERE ` + inRange + ` AND s.slot_start <@ ` + sqlschema.StartsOf("target")
 
 // reopen re-opens the rows of [$3, $4) whose status is in $5, and parked
 // ones when $6, with reason $7. Acquirable AVAILABLE rows are locked too,
@@ -153,7 +147,7 @@ target AS (
 	WHERE l.status = ANY($5::text[]) OR $6 AND l.status = 'AVAILABLE' AND l.not_before = 'infinity'
 ),
 changed AS ({{changed}}){{logged}}
-` + marked(`c.status = 'ACQUIRED' OR NOT (c.slot_start <@ `+startsOf("locked")+`)`) + `
+` + marked(`c.status = 'ACQUIRED' OR NOT (c.slot_start <@ `+sqlschema.StartsOf("locked")+`)`) + `
 SELECT (SELECT count(*) FROM changed),` + heldColumns + ` FROM marked c`
 
 // reopenUpdate is what a re-open changes: the slot is redone from scratch,
@@ -195,7 +189,7 @@ target AS (
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
 changed AS ({{changed}}){{logged}}
-` + marked(`NOT (c.slot_start <@ `+startsOf("target")+`)`) + `
+` + marked(`NOT (c.slot_start <@ `+sqlschema.StartsOf("target")+`)`) + `
 SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM target WHERE unparked),` + heldColumns + ` FROM marked c`
 
 var retryUpdate = `UPDATE {{schema}}.slot s SET not_before = NULL,
@@ -225,7 +219,7 @@ target AS (
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
 changed AS ({{changed}}){{logged}}
-` + marked(`c.status = 'ACQUIRED' OR c.status = 'AVAILABLE' AND NOT (c.slot_start <@ `+startsOf("target")+`)`) + `
+` + marked(`c.status = 'ACQUIRED' OR c.status = 'AVAILABLE' AND NOT (c.slot_start <@ `+sqlschema.StartsOf("target")+`)`) + `
 SELECT (SELECT count(*) FROM changed),
 	count(*) FILTER (WHERE c.status = 'COMPLETE'),
 	count(*) FILTER (WHERE c.status = 'SKIP'),` + heldColumns + `
