@@ -221,3 +221,29 @@ func (f *fixture) nth(t time.Time, n int) time.Time {
 	require.NoError(f.t, err)
 	return sl.Start
 }
+
+// eventStarts returns, in order, the starts of the series' slots with a
+// history event named event carrying message.
+func (f *fixture) eventStarts(event, message string) []time.Time {
+	f.t.Helper()
+	rs, err := f.db.Pool.Query(context.Background(), sqlschema.Render(`SELECT slot_start FROM {{schema}}.slot_event
+		WHERE name = $1 AND "interval" = $2 AND event = $3 AND message = $4 ORDER BY slot_start`, f.db.Schema),
+		f.grid.Name(), f.grid.Interval().String(), event, message)
+	require.NoError(f.t, err)
+	starts, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (time.Time, error) {
+		t, err := pgx.RowTo[time.Time](r)
+		return t.UTC(), err
+	})
+	require.NoError(f.t, err)
+	return starts
+}
+
+// startsAt returns the starts of the slots i of the fixture's PT1M grid
+// from from.
+func startsAt(from time.Time, is ...int) []time.Time {
+	out := make([]time.Time, len(is))
+	for k, i := range is {
+		out[k] = from.Add(time.Duration(i) * time.Minute).UTC()
+	}
+	return out
+}

@@ -86,6 +86,9 @@ func TestReopenLeavesHeldSlotsAlone(t *testing.T) {
 	require.Equal(t, Held{Start: at(14), End: at(15), Status: "ACQUIRED", Owner: "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
 		LeaseUntil: utc("2030-01-01T00:00:00Z")}, utcHeld(res.Held[1]))
 	require.Equal(t, Held{Start: at(16), End: at(17), Status: "AVAILABLE", Locked: true}, utcHeld(res.Held[2]))
+	// The history is written from the rows locked, not from those the
+	// update returned: exactly the re-opened slots have an event.
+	require.Equal(t, startsAt(from, 0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11), f.eventStarts("reopened", "late data"))
 
 	after := f.rows(from, to)
 	for i, r := range after {
@@ -167,6 +170,8 @@ func TestRetry(t *testing.T) {
 	for _, i := range []int{17, 18} {
 		require.Equal(t, before[i], after[i], "slot %d", i)
 	}
+	require.Equal(t, startsAt(from, 12), f.eventStarts("retried", "un-parked: the retry policy starts afresh"))
+	require.Equal(t, startsAt(from, 13), f.eventStarts("retried", "backoff cleared"))
 	select {
 	case ev := <-events:
 		require.Equal(t, "retry", ev.Reason)
@@ -207,6 +212,8 @@ func TestSkip(t *testing.T) {
 	require.EqualValues(t, 2, res.AlreadySkipped)
 	require.Equal(t, []time.Time{at(14), at(16)}, heldStarts(res.Held))
 	require.Equal(t, SkipResult{Skipped: 5, Inserted: 6, Complete: 10, AlreadySkipped: 2, Held: dry.Held}, dry)
+	require.Equal(t, startsAt(from, 12, 13, 15, 17, 18, 19, 20, 21, 22, 23, 24), f.eventStarts("skipped", "holiday 2"),
+		"an event for each slot skipped or inserted skipped, none for the held ones")
 
 	byStart := map[time.Time]row{}
 	for _, r := range before {
