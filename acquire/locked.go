@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -553,8 +554,28 @@ func (q *Queue) classify(s Slot, err error) (Outcome, time.Duration, error) {
 	return Failed, max(delay, 0), err
 }
 
-// finish writes every outcome of the batch in one statement.
+// outcomesPerStatement bounds the outcomes finish writes with one
+// statement. Each row looks its values up in the statement's arrays, and
+// an element of an array of variable width (a status, a message) or with
+// NULLs is found by walking the array from its start, so the cost per
+// outcome grows with the batch: measured 6.1 µs per outcome in a batch of
+// 100, 7.4 at 500, 9.0 at 1,000, 13 at 2,000 and 64 at 16,000.
+const outcomesPerStatement = 500
+
+// finish writes the outcomes of the batch, sorted by slot start as
+// finishLocked takes them, with one statement per outcomesPerStatement.
 func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
+	results = slices.SortedFunc(slices.Values(results), func(a, b Result) int { return a.Slot.Start.Compare(b.Slot.Start) })
+	for chunk := range slices.Chunk(results, outcomesPerStatement) {
+		if err := q.finishSorted(ctx, tx, chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishSorted writes outcomes sorted by slot start in one statement.
+func (q *Queue) finishSorted(ctx context.Context, tx pgx.Tx, results []Result) error {
 	var (
 		starts   []time.Time
 		statuses []string

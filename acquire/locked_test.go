@@ -65,12 +65,28 @@ func TestLockedOrderAndRange(t *testing.T) {
 	f := newFixture(t, 10)
 	ctx := context.Background()
 	noop := func(context.Context, pgx.Tx, Slot) error { return nil }
-	res, _, err := f.queue(Options{NewestFirst: true}).Run(ctx, noop)
+	newest := f.queue(Options{NewestFirst: true})
+	res, _, err := newest.Run(ctx, noop)
 	require.NoError(t, err)
 	require.True(t, res.Slot.Start.Equal(f.slotStart(9)))
+	// A batch's outcomes are written by position in arrays sorted by
+	// start: each must reach its own slot whatever the batch's order.
+	results, err := newest.RunBatch(ctx, 3, func(_ context.Context, _ pgx.Tx, s Slot) error {
+		if s.Start.Equal(f.slotStart(7)) {
+			return Skip("the middle one")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, results, 3)
+	for i, want := range []string{"COMPLETE", "SKIP", "COMPLETE"} {
+		start := f.slotStart(8 - i)
+		require.True(t, results[i].Slot.Start.Equal(start), "result %d is of %s", i, results[i].Slot.Start)
+		require.Equal(t, want, f.row(start).Status, "slot %s", start)
+	}
 
 	ranged := f.queue(Options{From: f.slotStart(4), To: f.slotStart(6)})
-	results, err := ranged.RunBatch(ctx, 10, noop)
+	results, err = ranged.RunBatch(ctx, 10, noop)
 	require.NoError(t, err)
 	require.Len(t, results, 2)
 	require.True(t, results[0].Slot.Start.Equal(f.slotStart(4)))

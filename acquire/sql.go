@@ -124,10 +124,32 @@ const guard = `name = $1 AND "interval" = $2 AND slot_start = $3 AND status = 'A
 // so read the whole series for each statement (80 ms for a completion of
 // 100 leases in a 500,000-slot series, 2 ms once analyzed); a range costs
 // it nothing, so it always bounds the scan to the list's span
-// (TestLeaseListsScaleWithLeases).
+// (TestLeaseListsScaleWithLeases). In a generic plan that planner then
+// tests each row of the span against the list, a pass over the list per
+// row: the one superlinear cost left, which the statistics remove (a
+// heartbeat of 16,000 leases takes 0.40 s without them, 0.18 s with).
 const listed = `s.slot_start = ANY($3::timestamptz[])
   AND s.slot_start >= (SELECT min(l) FROM unnest($3::timestamptz[]) AS l)
   AND s.slot_start <= (SELECT max(l) FROM unnest($3::timestamptz[]) AS l)`
+
+// fencesIn is an SQL expression for the set of the fences in param, a
+// bigint[] parameter, to test a fence against with <@: a multirange of one
+// point per fence, built once (a sort) and searched by bisection, so a
+// test per row costs O(log n) whatever the plan. Testing against the
+// array itself (= ANY, <> ALL, array_position) costs a pass over it per
+// row whenever the server cannot hash it, which it never does for a
+// parameter of a generic plan. The set of no fences is empty, never NULL.
+//
+// A fence stands for its slot too: it is taken from fence_seq once, by
+// the claim of one slot (a lease's, an ejection's or a locked-mode
+// batch's), and a row only ever carries a fence taken for it (locked
+// mode's final write and a failure recorded out of band write back the
+// one their own claim took). So a row whose fence is in a list of fences
+// given for slots is the row that fence was given for, without pairing
+// the two lists.
+func fencesIn(param string) string {
+	return `(SELECT coalesce(range_agg(int8range(f, f, '[]')), '{}') FROM unnest(` + param + `::bigint[]) AS f)`
+}
 
 // held is the guard of the lease writes given a list of slots ($3) with
 // their fences ($5): the slots still held by this owner ($4) with those
@@ -139,15 +161,51 @@ const listed = `s.slot_start = ANY($3::timestamptz[])
 //     nearly empty to statistics taken while few leases were held (the
 //     usual case: leases come and go faster than the statistics are
 //     renewed);
-//   - each slot's fence is looked up in the list rather than joined with
-//     it, a join the planner ran by scanning the list once per slot.
+//   - the fences are tested as a set (fencesIn), which names the leases
+//     as well as pairing each slot with its fence would. Looking each
+//     row's fence up in the list by position (array_position) cost a pass
+//     over the list per row: 0.7 s for a completion of 16,000 leases and
+//     1.3 s for their heartbeat (TestLeaseListsScaleWithLeases).
 //
 // Measured (TestLeaseStatementsReadOnlyTheirSlots, statistics taken before
 // 1,000 leases were claimed): a heartbeat of 10 leases read 11,075 rows,
 // now 10; and with eight workers claiming and completing, a completion of
 // 100 leases took 6.7 ms reading 500 leases, now 0.3 ms reading its own.
-const held = `s.name = $1 AND s."interval" = $2 AND ` + listed + `
-  AND s.owner = $4 AND s.fence = ($5::bigint[])[array_position($3::timestamptz[], s.slot_start)]`
+var held = `s.name = $1 AND s."interval" = $2 AND ` + listed + `
+  AND s.owner = $4 AND s.fence <@ ` + fencesIn("$5")
+
+// at subscripts an array of a batch's outcomes (in a relation v, with the
+// batch's slot starts sorted in v.slot_start) at the position of the row s
+// being written: a bisection of the starts, as their array is sorted.
+const at = `[width_bucket(s.slot_start, v.slot_start)]`
+
+// lockedRows is the condition by which an UPDATE of the slot table (alias
+// s) takes the rows that rel, a CTE of the same statement, has just found
+// and locked (with their ctid and slot_start): by their addresses (ctid),
+// the versions the locking returned. That is a TID scan per row, not
+// another descent of the primary key per slot, which was a third of a
+// claim's work with eight workers claiming (1,874 of 2,918 buffer reads in
+// one claim of 100).
+//
+// The other way the planner may take, when it expects many rows, is to
+// hash them with a scan of the series; the bounds by rel's first and last
+// starts keep that scan to the part of the series they span. Taking the
+// rows by an array of their addresses (ctid = ANY) made the TID scan the
+// only plan, but when the planner joined the rows back one by one (for the
+// values the update returns), it also tested each against the whole array:
+// a claim of 16,000 slots took 0.5 s in a generic plan, and taking over
+// 16,000 expired leases as long in any plan, against 0.1 s now
+// (TestLeaseListsScaleWithLeases).
+//
+// A row whose newest version was committed after the statement began (and
+// still passed the recheck when it was locked) is not visible to the
+// update's scan and is left out; the next statement takes it. The series
+// is tested too, so that every statement names its series (a sharded
+// table routes by it).
+func lockedRows(rel string) string {
+	return `s.ctid = ` + rel + `.ctid AND s.name = $1 AND s."interval" = $2 AND s.slot_start = ` + rel + `.slot_start
+  AND s.slot_start >= (SELECT min(slot_start) FROM ` + rel + `) AND s.slot_start <= (SELECT max(slot_start) FROM ` + rel + `)`
+}
 
 // takenByLocked is the message of a locked-mode takeover's event.
 const takenByLocked = `'lease expired; taken over by a locked-mode worker'`
@@ -226,20 +284,30 @@ FROM picked ORDER BY slot_start {{order}}`),
 		// batch took over (its owner $13 and fence $14, NULL for the
 		// others), dated at the start of the transaction, when the batch
 		// took them.
+		//
+		// The outcomes are given as arrays sorted by slot start ($3), and
+		// each row takes its values by its position in them, found by
+		// bisection (width_bucket; see at): a lookup, not a join. Joined
+		// with the arrays unnested, in a generic plan (which a connection
+		// soon settles on, as it expects ten outcomes), the planner ran a
+		// nested loop that read every outcome for every row: 0.9 s for a
+		// batch of 2,000 (TestLockedBatchScalesWithSlots). A row whose
+		// start is not at its position (arrays not sorted) is not written.
 		finishLocked: r(`WITH d AS (
 UPDATE {{schema}}.slot AS s SET
-    status = v.status, fence = v.fence, attempts = v.attempts, fail_count = v.fail_count,
-    message = v.message, owner = NULL, lease_until = NULL,
-    not_before = {{not_before}},
-    data = coalesce(v.data, s.data),
-    completed_at = CASE WHEN v.status = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
-    completed_by = CASE WHEN v.status = 'COMPLETE' THEN $12::uuid END,
+    status = v.status` + at + `, fence = v.fence` + at + `, attempts = v.attempts` + at + `, fail_count = v.fail_count` + at + `,
+    message = v.message` + at + `, owner = NULL, lease_until = NULL,
+    not_before = ` + fmt.Sprintf(notBefore, "v.delay_us"+at) + `,
+    data = coalesce(v.data` + at + `, s.data),
+    completed_at = CASE WHEN v.status` + at + ` = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
+    completed_by = CASE WHEN v.status` + at + ` = 'COMPLETE' THEN $12::uuid END,
     updated_at = clock_timestamp()
-FROM unnest($3::timestamptz[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::jsonb[], $11::text[],
-        $13::uuid[], $14::bigint[])
-    AS v(slot_start, status, fence, attempts, fail_count, message, delay_us, data, event, held_owner, held_fence)
-WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND s.slot_start = v.slot_start
-RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event, v.message, v.held_owner, v.held_fence
+FROM (SELECT $3::timestamptz[] AS slot_start, $4::text[] AS status, $5::bigint[] AS fence, $6::int[] AS attempts,
+        $7::int[] AS fail_count, $8::text[] AS message, $9::bigint[] AS delay_us, $10::jsonb[] AS data, $11::text[] AS event,
+        $13::uuid[] AS held_owner, $14::bigint[] AS held_fence) AS v
+WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND v.slot_start` + at + ` = s.slot_start
+RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event` + at + ` AS event, v.message` + at + ` AS message,
+    v.held_owner` + at + ` AS held_owner, v.held_fence` + at + ` AS held_fence
 )
 ` + logEvent + `
 SELECT clock_timestamp(), $1, $2, d.slot_start, d.event, d.generation, $12::uuid, d.fence, d.attempts,
@@ -275,29 +343,19 @@ SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, $13::uuid, $14::
 FROM d WHERE $13::uuid IS NOT NULL`),
 
 		// A claim records no event (the slot row shows its holder), except
-		// for an expired lease it takes over: the run that lost it.
-		//
-		// The update finds the rows it has just locked by their row
-		// addresses (ctid), the versions the locking returned: a TID scan,
-		// not another descent of the primary key per slot, which was a
-		// third of a claim's work with eight workers claiming (1,874 of
-		// 2,918 buffer reads in one claim of 100). However many rows the
-		// planner expects, it cannot join them with a scan of the series.
-		// A row whose newest version was committed after the statement
-		// began (and still passed the recheck when it was locked) is not
-		// visible to the update's scan and is left out of this claim; it
-		// stays AVAILABLE and the next claim takes it.
+		// for an expired lease it takes over: the run that lost it. The
+		// update takes the rows just locked by their addresses (see
+		// lockedRows).
 		claim: withLag("$8", "$9", "$10", "$11", `WITH {{candidates}},
 claimed AS (
 UPDATE {{schema}}.slot AS s SET
     status = 'ACQUIRED', owner = $6, fence = nextval('{{schema}}.fence_seq'),
     lease_until = clock_timestamp() + $7 * interval '1 microsecond',
     attempts = s.attempts + 1, updated_at = clock_timestamp()
-FROM picked AS p
-WHERE s.ctid = p.ctid AND s.ctid = ANY(ARRAY(SELECT ctid FROM picked))
-  AND s.name = $1 AND s."interval" = $2 AND s.slot_start = p.slot_start
-RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, p.took_over, s.fence, s.generation, s.lease_until,
-    p.held_owner, p.held_fence, p.attempts AS held_attempts
+FROM picked
+WHERE `+lockedRows("picked")+`
+RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, picked.took_over, s.fence, s.generation, s.lease_until,
+    picked.held_owner, picked.held_fence, picked.attempts AS held_attempts
 ),
 taken AS (
 `+logEvent+`
@@ -313,8 +371,8 @@ SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fen
 		// expire meanwhile. So it extends the rows it can lock now and
 		// reports, for each lease still ours, the new deadline or NULL when
 		// the row was busy; a lease missing from the result is lost.
-		// The update takes the rows locked by free by their row addresses,
-		// like claim. The busy ones are those of ours not extended, found
+		// The update takes the rows free has found by the list and locked,
+		// by their addresses (see lockedRows). The busy ones are those of ours not extended, found
 		// by a membership test (sqlschema.StartsOf), not a join: planned
 		// for a list of ten (a generic plan's guess) or for a series
 		// without statistics, the join of ours with extended ran as a
@@ -323,11 +381,12 @@ SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fen
 		extend: r(`WITH ours AS (
     SELECT s.slot_start FROM {{schema}}.slot AS s WHERE {{held}}
 ), free AS (
-    SELECT s.ctid FROM {{schema}}.slot AS s WHERE {{held}}
+    SELECT s.ctid, s.slot_start FROM {{schema}}.slot AS s WHERE {{held}}
     FOR NO KEY UPDATE SKIP LOCKED
 ), extended AS (
     UPDATE {{schema}}.slot AS s SET lease_until = clock_timestamp() + $6 * interval '1 microsecond'
-    WHERE s.ctid = ANY(ARRAY(SELECT ctid FROM free)) AND {{held}}
+    FROM free
+    WHERE ` + lockedRows("free") + `
     RETURNING s.slot_start, s.lease_until
 )
 SELECT e.slot_start, e.lease_until FROM extended e
@@ -369,16 +428,18 @@ WHERE {{guard}}`, "", "'snoozed'", "left($8::text, 1024)")),
 WHERE {{guard}}`, "", "'released'", "NULL")),
 
 		// Which of the slots $3 (with fences $4) are in status $5 with
-		// those fences and no holder: the final writes that committed.
+		// those fences and no holder: the final writes that committed. The
+		// fences are a set (fencesIn): joined with the list, in a nested
+		// loop, every row was tested against the whole list (9 s for
+		// 16,000 slots in a generic plan).
 		landed: r(`SELECT s.slot_start FROM {{schema}}.slot AS s
-JOIN unnest($3::timestamptz[], $4::bigint[]) AS v(slot_start, fence) USING (slot_start)
-WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND s.fence = v.fence AND s.status = $5 AND s.owner IS NULL`),
+WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND s.fence <@ ` + fencesIn("$4") + ` AND s.status = $5 AND s.owner IS NULL`),
 
 		// The slots this owner ($3) holds with none of the fences $4: leases
 		// nobody works on (see Queue.releaseOrphans).
 		releaseOrphans: r(`UPDATE {{schema}}.slot SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, updated_at = clock_timestamp()
-WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND owner = $3 AND fence <> ALL($4::bigint[])`),
+WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND owner = $3 AND NOT fence <@ ` + fencesIn("$4")),
 
 		checkpoint: r(`UPDATE {{schema}}.slot SET data = $6, updated_at = clock_timestamp() WHERE {{guard}}`),
 
