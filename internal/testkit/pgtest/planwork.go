@@ -3,6 +3,9 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,12 +22,30 @@ var planWorkStatements atomic.Int64
 // the rows every node of the plan produced or filtered out, over all its
 // loops: the work of the statement in rows, which the server counts the
 // same on any machine. A plan that compares every row of one side with
-// every row of the other shows up as the product of the two. The statement
-// runs, writes included: the caller rolls tx back. It fails the test on
-// any error.
+// every row of the other shows up as the product of the two.
+//
+// A row tested against a whole array costs a pass over the array, which
+// no row count shows: the server hashes an array only when it is a
+// constant (a custom plan's argument), never a parameter of a generic
+// plan nor one computed by the statement. So PlanWork also fails the test
+// when a node tests each of its rows against such an array (= ANY, <> ALL
+// or array_position in a filter), or looks one up again on each of its
+// loops (in an index or TID condition of a node run more than once),
+// unless the array is an argument of at most arrayTestAllowed elements or
+// one the caller marked as PerRow.
+//
+// The statement runs, writes included: the caller rolls tx back. It fails
+// the test on any error.
 func PlanWork(tb testing.TB, tx pgx.Tx, mode, sql string, args ...any) int64 {
 	tb.Helper()
 	ctx := context.Background()
+	values := make([]any, len(args))
+	for i, a := range args {
+		values[i] = a
+		if p, ok := a.(PerRow); ok {
+			values[i] = p.Array
+		}
+	}
 	name := fmt.Sprintf("plan_work_%d", planWorkStatements.Add(1))
 	params := make([]string, len(args))
 	for i := range args {
@@ -42,7 +63,7 @@ func PlanWork(tb testing.TB, tx pgx.Tx, mode, sql string, args ...any) int64 {
 			// describe the parameters of a utility statement, so pgx puts
 			// them in as literals.
 			return tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE "+name+"("+strings.Join(params, ", ")+")",
-				append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...).Scan(&plan)
+				append([]any{pgx.QueryExecModeSimpleProtocol}, values...)...).Scan(&plan)
 		},
 		func() error { _, err := tx.Exec(ctx, "DEALLOCATE "+name); return err },
 	} {
@@ -50,12 +71,62 @@ func PlanWork(tb testing.TB, tx pgx.Tx, mode, sql string, args ...any) int64 {
 			tb.Fatal(err)
 		}
 	}
+	plan[0].Plan.checkArrayTests(tb, args)
 	return plan[0].Plan.work()
 }
 
+// PerRow marks an argument of PlanWork, an array, that the plan may test
+// each row against element by element: a cost the caller accepts, and
+// says why where it does.
+type PerRow struct{ Array any }
+
+// arrayTestAllowed is the longest argument array a plan may test rows
+// against one by one: a handful of states, say, not a list of slots.
+const arrayTestAllowed = 16
+
+// arrayTest matches a test against the elements of a parameter's array,
+// capturing the parameter's number.
+var arrayTest = regexp.MustCompile(`(?:ANY|ALL) \(\$(\d+)\)|array_position\(\$(\d+)`)
+
+// checkArrayTests fails the test for every test of the node and those
+// below it against the elements of a parameter's array that is repeated
+// per row or per loop (see PlanWork), args being the statement's
+// arguments.
+func (n planNode) checkArrayTests(tb testing.TB, args []any) {
+	tb.Helper()
+	conds := []string{n.Filter, n.JoinFilter}
+	if n.Loops > 1 {
+		conds = append(conds, n.IndexCond, n.TIDCond, n.RecheckCond)
+	}
+	for _, cond := range conds {
+		for _, m := range arrayTest.FindAllStringSubmatch(cond, -1) {
+			param, _ := strconv.Atoi(m[1] + m[2])
+			if param <= len(args) {
+				arg := args[param-1]
+				if _, ok := arg.(PerRow); ok {
+					continue
+				}
+				if v := reflect.ValueOf(arg); v.Kind() == reflect.Slice && v.Len() <= arrayTestAllowed {
+					continue
+				}
+			}
+			tb.Errorf("%s (%v loops) tests each row against the whole array $%d: %s", n.NodeType, n.Loops, param, cond)
+		}
+	}
+	for _, c := range n.Plans {
+		c.checkArrayTests(tb, args)
+	}
+}
+
 // planNode is a node of a plan as EXPLAIN (ANALYZE, FORMAT JSON) reports
-// it: rows and removed rows per loop.
+// it: its conditions, and rows and removed rows per loop.
 type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	Filter       string     `json:"Filter"`
+	JoinFilter   string     `json:"Join Filter"`
+	IndexCond    string     `json:"Index Cond"`
+	TIDCond      string     `json:"TID Cond"`
+	RecheckCond  string     `json:"Recheck Cond"`
 	Rows         float64    `json:"Actual Rows"`
 	Loops        float64    `json:"Actual Loops"`
 	Filtered     float64    `json:"Rows Removed by Filter"`
