@@ -487,3 +487,42 @@ func TestRangedTakeover(t *testing.T) {
 	require.ErrorIs(t, err, slot.ErrInvalid)
 	require.ErrorContains(t, err, "From 2026-01-01T00:06:00Z is after To 2026-01-01T00:04:00Z")
 }
+
+// TestListsCheckTheFence: a write given a list of leases names each by
+// its fence, not by its owner alone: leases their own queue lost and
+// claimed again are lost to a heartbeat and a completion of the list, and
+// the new leases stay held. The fences are tested as a set, which names
+// each lease only because a fence is given for one slot once.
+func TestListsCheckTheFence(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	q := f.queue(Options{LeaseTTL: time.Hour, TakeoverGrace: -1})
+	stale, err := q.Claim(ctx, 3)
+	require.NoError(t, err)
+	require.Len(t, stale, 3)
+	f.exec(`UPDATE {{schema}}.slot SET lease_until = now() - interval '1 hour'`)
+	fresh, err := q.Claim(ctx, 3)
+	require.NoError(t, err)
+	require.Len(t, fresh, 3, "the queue takes its own expired leases over")
+	rows := map[time.Time]row{}
+	for _, l := range fresh {
+		rows[l.Start] = f.row(l.Start)
+	}
+
+	lost, err := q.Extend(ctx, stale)
+	require.NoError(t, err)
+	require.Len(t, lost, 3, "a heartbeat of the lost leases")
+	lost, err = q.CompleteMany(ctx, stale)
+	require.NoError(t, err)
+	require.Len(t, lost, 3, "a completion of the lost leases")
+	for start, r := range rows {
+		require.Equal(t, r, f.row(start), "the lost leases' writes change nothing")
+	}
+
+	lost, err = q.CompleteMany(ctx, fresh)
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	for _, l := range fresh {
+		require.Equal(t, "COMPLETE", f.row(l.Start).Status)
+	}
+}
