@@ -627,14 +627,24 @@ func (q *Queue) finishSorted(ctx context.Context, tx pgx.Tx, results []Result) e
 		_, err = tx.Exec(ctx, q.sql.finishOne, q.name, q.interval, starts[0], statuses[0], fences[0], attempts[0], failures[0],
 			messages[0], delays[0], data[0], events[0], q.opts.Owner, owners[0], held[0])
 	default:
-		_, err = tx.Exec(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays, data,
-			events, q.opts.Owner, owners, held)
+		var written int
+		err = tx.QueryRow(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays,
+			data, events, q.opts.Owner, owners, held).Scan(&written)
+		if err == nil && written != len(starts) {
+			err = fmt.Errorf("%d of %d written: %w", written, len(starts), errOutcomesMissing)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("acquire: record outcomes: %w", err)
 	}
 	return nil
 }
+
+// errOutcomesMissing reports a batch write that found fewer of its locked
+// slots than it was given outcomes for, which only outcomes out of slot
+// order cause (see finishLocked): committing would keep the handlers' work
+// and leave those slots to run again.
+var errOutcomesMissing = errors.New("outcomes not written to their locked slots")
 
 // outcomeColumns returns the values a result writes: status, fail_count (-1
 // keeps the current one), message, delay in microseconds (nil: none,

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
+	"github.com/almanacdev/almanac/slot"
 )
 
 func fixedRetry(d time.Duration) RetryPolicy {
@@ -671,4 +672,35 @@ func TestTimeoutRecordedOutOfBand(t *testing.T) {
 	require.Equal(t, 1, r.FailCount)
 	require.Equal(t, "overran", *r.Message)
 	require.NoError(t, live.Complete(ctx), "the lease is still its holder's")
+}
+
+// TestBatchWriteRefusesOutcomesOutOfOrder: the write of a batch's outcomes
+// finds each slot's values by its position among the starts in order.
+// Given outcomes out of order it finds only some of its slots, and the
+// batch fails, so that its transaction rolls back, rather than commit the
+// handlers' work and leave the other slots to run again.
+func TestBatchWriteRefusesOutcomesOutOfOrder(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	q := f.queue(Options{})
+	var results []Result
+	for _, i := range []int{2, 0, 1} {
+		s := Slot{Fence: int64(10 + i), Generation: 1, Attempt: 1}
+		s.Slot = slot.Slot{Start: f.slotStart(i), End: f.slotStart(i + 1), Interval: f.grid.Interval()}
+		results = append(results, Result{Slot: s, Outcome: Completed})
+	}
+	tx, err := f.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+
+	_, err = tx.Exec(ctx, "SAVEPOINT unsorted")
+	require.NoError(t, err)
+	require.ErrorIs(t, q.finishSorted(ctx, tx, results), errOutcomesMissing)
+	_, err = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT unsorted")
+	require.NoError(t, err)
+
+	require.NoError(t, q.finish(ctx, tx, results), "finish sorts them")
+	var done int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM "+f.schema+".slot WHERE status = 'COMPLETE' AND fence >= 10").Scan(&done))
+	require.Equal(t, 3, done)
 }

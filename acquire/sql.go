@@ -174,10 +174,11 @@ func fencesIn(param string) string {
 var held = `s.name = $1 AND s."interval" = $2 AND ` + listed + `
   AND s.owner = $4 AND s.fence <@ ` + fencesIn("$5")
 
-// at subscripts an array of a batch's outcomes (in a relation v, with the
-// batch's slot starts sorted in v.slot_start) at the position of the row s
-// being written: a bisection of the starts, as their array is sorted.
-const at = `[width_bucket(s.slot_start, v.slot_start)]`
+// byPosition subscripts an array of a batch's outcomes (in a relation v,
+// with the batch's slot starts sorted in v.slot_start) at the position of
+// the row s being written: a bisection of the starts, as their array is
+// sorted.
+const byPosition = `[width_bucket(s.slot_start, v.slot_start)]`
 
 // lockedRows is the condition by which an UPDATE of the slot table (alias
 // s) takes the rows that rel, a CTE of the same statement, has just found
@@ -194,7 +195,7 @@ const at = `[width_bucket(s.slot_start, v.slot_start)]`
 // only plan, but when the planner joined the rows back one by one (for the
 // values the update returns), it also tested each against the whole array:
 // a claim of 16,000 slots took 0.5 s in a generic plan, and taking over
-// 16,000 expired leases as long in any plan, against 0.1 s now
+// 16,000 expired leases as long in any plan, against 0.17 s now
 // (TestLeaseListsScaleWithLeases).
 //
 // A row whose newest version was committed after the statement began (and
@@ -287,36 +288,40 @@ FROM picked ORDER BY slot_start {{order}}`),
 		//
 		// The outcomes are given as arrays sorted by slot start ($3), and
 		// each row takes its values by its position in them, found by
-		// bisection (width_bucket; see at): a lookup, not a join. Joined
+		// bisection (width_bucket; see byPosition): a lookup, not a join. Joined
 		// with the arrays unnested, the planner ran a nested loop that
 		// unnested every array again for every row, in custom plans too:
 		// 3.4 ms for a batch of 100 (0.6 ms now), and 0.9 s for 2,000 in
 		// a generic plan (TestLockedBatchScalesWithSlots). A row whose
-		// start is not at its position (arrays not sorted) is not written.
-		// finish sends at most outcomesPerStatement outcomes at once.
+		// start is not at its position (arrays not sorted) is not written,
+		// and the statement returns how many were: finish fails the batch
+		// rather than commit its work with outcomes missing. It sends at
+		// most outcomesPerStatement outcomes at once.
 		finishLocked: r(`WITH d AS (
 UPDATE {{schema}}.slot AS s SET
-    status = v.status` + at + `, fence = v.fence` + at + `, attempts = v.attempts` + at + `, fail_count = v.fail_count` + at + `,
-    message = v.message` + at + `, owner = NULL, lease_until = NULL,
-    not_before = ` + fmt.Sprintf(notBefore, "v.delay_us"+at) + `,
-    data = coalesce(v.data` + at + `, s.data),
-    completed_at = CASE WHEN v.status` + at + ` = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
-    completed_by = CASE WHEN v.status` + at + ` = 'COMPLETE' THEN $12::uuid END,
+    status = v.status` + byPosition + `, fence = v.fence` + byPosition + `, attempts = v.attempts` + byPosition + `, fail_count = v.fail_count` + byPosition + `,
+    message = v.message` + byPosition + `, owner = NULL, lease_until = NULL,
+    not_before = ` + fmt.Sprintf(notBefore, "v.delay_us"+byPosition) + `,
+    data = coalesce(v.data` + byPosition + `, s.data),
+    completed_at = CASE WHEN v.status` + byPosition + ` = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
+    completed_by = CASE WHEN v.status` + byPosition + ` = 'COMPLETE' THEN $12::uuid END,
     updated_at = clock_timestamp()
 FROM (SELECT $3::timestamptz[] AS slot_start, $4::text[] AS status, $5::bigint[] AS fence, $6::int[] AS attempts,
         $7::int[] AS fail_count, $8::text[] AS message, $9::bigint[] AS delay_us, $10::jsonb[] AS data, $11::text[] AS event,
         $13::uuid[] AS held_owner, $14::bigint[] AS held_fence) AS v
-WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND v.slot_start` + at + ` = s.slot_start
-RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event` + at + ` AS event, v.message` + at + ` AS message,
-    v.held_owner` + at + ` AS held_owner, v.held_fence` + at + ` AS held_fence
-)
+WHERE s.name = $1 AND s."interval" = $2 AND {{listed}} AND v.slot_start` + byPosition + ` = s.slot_start
+RETURNING s.slot_start, s.generation, s.fence, s.attempts, v.event` + byPosition + ` AS event, v.message` + byPosition + ` AS message,
+    v.held_owner` + byPosition + ` AS held_owner, v.held_fence` + byPosition + ` AS held_fence
+), logged AS (
 ` + logEvent + `
 SELECT clock_timestamp(), $1, $2, d.slot_start, d.event, d.generation, $12::uuid, d.fence, d.attempts,
     CASE WHEN d.event IN ('failed', 'parked', 'skipped') THEN left(d.message, 1024) END
 FROM d WHERE d.event <> 'completed'
 UNION ALL
 SELECT now(), $1, $2, d.slot_start, 'taken_over', d.generation, d.held_owner, d.held_fence, d.attempts - 1, ` + takenByLocked + `
-FROM d WHERE d.held_owner IS NOT NULL`),
+FROM d WHERE d.held_owner IS NOT NULL
+)
+SELECT count(*) FROM d`),
 
 		// finishLocked for a batch of one slot (Run), with scalar parameters
 		// in the same places. Planning is most of the cost of a one-row
