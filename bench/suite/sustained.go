@@ -286,6 +286,13 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 	for range opts.Workers {
 		wg.Go(func() {
 			for {
+				// Read before the batch: an empty batch ends the drain only
+				// if it began after the last re-open had committed. One
+				// that began before may have searched before that commit
+				// (its statements' snapshots predate it), and when every
+				// worker's last batch was such a one, the last chunk was
+				// left unrun: a 6-minute run failed so, 10,000 slots short.
+				fed := feeding.Load()
 				results, err := l.q.RunBatch(workCtx, batchSize, l.handler)
 				if err != nil {
 					if workCtx.Err() == nil {
@@ -296,7 +303,7 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 				}
 				l.done.Add(int64(len(results)))
 				if len(results) == 0 {
-					if !feeding.Load() {
+					if !fed {
 						return
 					}
 					select {
