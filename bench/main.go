@@ -25,6 +25,8 @@
 //	--svg DIR           write the charts (throughput.svg, times.svg, sustained.svg) into DIR
 //	--sustained D       run only the sustained scenario, for D (e.g. 30m), on a cluster of its own
 //	--period P          the sustained scenario's reporting period (default 1m)
+//	--server-setting name=value
+//	                    a setting of the sustained scenario's cluster (repeatable; default PostgreSQL's defaults)
 //
 // Rows print as they finish (with a progress line on a terminal's stderr),
 // then the whole table. Interrupted (SIGINT, SIGTERM), it stops the running
@@ -81,6 +83,21 @@ type flags struct {
 	almanac, pgbench  string
 	svg               string
 	sustained, period time.Duration
+	settings          repeated
+	// serverSettings are settings, parsed.
+	serverSettings []suite.ServerSetting
+}
+
+// repeated collects the values of a flag given more than once. They are
+// checked after parsing, so that a bad one is reported on one line, not
+// with the usage.
+type repeated []string
+
+func (r *repeated) String() string { return strings.Join(*r, " ") }
+
+func (r *repeated) Set(v string) error {
+	*r = append(*r, v)
+	return nil
 }
 
 func parse(args []string, stderr io.Writer) (flags, error) {
@@ -98,6 +115,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.svg, "svg", "", "directory to write the charts into (throughput.svg, times.svg, sustained.svg)")
 	fs.DurationVar(&f.sustained, "sustained", 0, "run only the sustained scenario, for this long (e.g. 30m), on a cluster of its own")
 	fs.DurationVar(&f.period, "period", time.Minute, "reporting period of the sustained scenario")
+	fs.Var(&f.settings, "server-setting", "`name=value` for the sustained scenario's cluster, such as max_wal_size=8GB (repeatable; default PostgreSQL's defaults)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: almanac-bench [flags]   (run from the bench directory: go run . [flags])")
 		fmt.Fprintln(stderr, "\nScenarios:")
@@ -121,8 +139,17 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 		return f, fmt.Errorf("--sustained %s: expected a positive duration such as 30m", f.sustained)
 	case f.period <= 0 || f.period > 24*time.Hour:
 		return f, fmt.Errorf("--period %s: expected a positive duration such as 1m", f.period)
+	case len(f.settings) > 0 && f.sustained == 0:
+		return f, errors.New("--server-setting: applies to the cluster of --sustained only; expected --sustained too")
 	case f.hold && f.sustained > 0:
 		return f, errors.New("--hold-snapshot: applies to the database of DATABASE_URL, not to the cluster of --sustained; expected one of the two")
+	}
+	for _, v := range f.settings {
+		st, err := suite.ParseServerSetting(v)
+		if err != nil {
+			return f, fmt.Errorf("--server-setting: %w", err)
+		}
+		f.serverSettings = append(f.serverSettings, st)
 	}
 	var known []string
 	for _, s := range suite.Scenarios() {
@@ -212,7 +239,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 // sustained runs the sustained scenario alone.
 func sustained(ctx context.Context, f flags, out *output) int {
 	rep, err := suite.RunSustained(ctx, suite.SustainedOptions{
-		Duration: f.sustained, Period: f.period, Workers: f.workers, Quick: f.quick,
+		Duration: f.sustained, Period: f.period, Workers: f.workers, Quick: f.quick, Settings: f.serverSettings,
 		OnPeriod: out.period, Progress: out.progress,
 	})
 	out.clearProgress()

@@ -133,7 +133,8 @@ func requireXML(t *testing.T, b []byte) {
 func TestSustainedQuick(t *testing.T) {
 	charts := t.TempDir()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"--sustained", "4s", "--period", "1s", "--quick", "--workers", "4", "--json", "--svg", charts}, &out, &errOut, getenv)
+	code := run(context.Background(), []string{"--sustained", "4s", "--period", "1s", "--quick", "--workers", "4", "--json", "--svg", charts,
+		"--server-setting", "max_wal_size=2GB", "--server-setting", `cluster_name=it's a\b`}, &out, &errOut, getenv)
 	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
 	var periods int
 	var rep suite.SustainedReport
@@ -148,12 +149,14 @@ func TestSustainedQuick(t *testing.T) {
 			require.Positive(t, p.SlotBytes)
 			require.Positive(t, p.WALPerSlot, "every slot run writes WAL")
 			require.GreaterOrEqual(t, p.Checkpoints, int64(0))
+			require.GreaterOrEqual(t, p.PageImagesPerSlot, 0.0)
 			periods++
 		case "sustained":
 			require.NoError(t, json.Unmarshal(sc.Bytes(), &rep))
 		}
 	}
 	require.GreaterOrEqual(t, periods, 3)
+	require.Equal(t, []string{"max_wal_size=2GB", `cluster_name=it's a\b`}, rep.Settings, "the settings as the server reads them")
 	require.True(t, rep.ExactlyOnce)
 	require.Positive(t, rep.Runs)
 	require.Equal(t, rep.Runs, rep.Reopened, "every re-opened slot ran once, and nothing else")
@@ -204,6 +207,11 @@ func TestBadFlags(t *testing.T) {
 		{"--workers", "33"},
 		{"--period", "0s"},
 		{"--hold-snapshot", "--sustained", "1m"},
+		{"--server-setting", "max_wal_size=8GB"},
+		{"--sustained", "1m", "--server-setting", "max_wal_size"},
+		{"--sustained", "1m", "--server-setting", "max wal size=8GB"},
+		{"--sustained", "1m", "--server-setting", "port=5433"},
+		{"--sustained", "1m", "--server-setting", "cluster_name=a\nb"},
 		{"extra"},
 	} {
 		var out, errOut bytes.Buffer

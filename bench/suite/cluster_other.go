@@ -11,7 +11,7 @@ import (
 // its server with initdb and pg_ctl as another user, a Unix notion.
 type cluster struct{}
 
-func startCluster(context.Context) (*cluster, error) {
+func startCluster(context.Context, []ServerSetting) (*cluster, error) {
 	return nil, errors.New("the sustained scenario runs on Unix only")
 }
 

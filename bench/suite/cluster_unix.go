@@ -13,12 +13,14 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
 // cluster is a throwaway PostgreSQL cluster with the server's default
-// settings (autovacuum on), for the sustained scenario: initdb into a
+// settings (autovacuum on) but those given (ServerSetting), for the
+// sustained scenario: initdb into a
 // temporary directory, pg_ctl start on a free port of 127.0.0.1, and
 // everything removed by stop. When the bench runs as root the server runs
 // as user postgres (else nobody), because PostgreSQL refuses to run as
@@ -44,8 +46,9 @@ func findBin() (string, error) {
 	return "", errors.New("initdb and pg_ctl not found: apt-get install -y postgresql-15")
 }
 
-// startCluster creates and starts a cluster; its URL is url().
-func startCluster(ctx context.Context) (_ *cluster, err error) {
+// startCluster creates and starts a cluster with settings added to its
+// postgresql.conf; its URL is url().
+func startCluster(ctx context.Context, settings []ServerSetting) (_ *cluster, err error) {
 	c := &cluster{}
 	if c.bin, err = findBin(); err != nil {
 		return nil, err
@@ -70,6 +73,9 @@ func startCluster(ctx context.Context) (_ *cluster, err error) {
 	if err := c.cmd(ctx, "initdb", "--pgdata="+c.data, "--auth=trust", "--username=postgres", "--encoding=UTF8", "--locale=C"); err != nil {
 		return nil, err
 	}
+	if err := c.configure(settings); err != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("find a free port: %w", err)
@@ -81,6 +87,28 @@ func startCluster(ctx context.Context) (_ *cluster, err error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// configure appends settings to the cluster's postgresql.conf, where a
+// later line wins over an earlier one of the same name.
+func (c *cluster) configure(settings []ServerSetting) error {
+	if len(settings) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("\n# --server-setting\n")
+	for _, s := range settings {
+		b.WriteString(s.confLine())
+	}
+	f, err := os.OpenFile(filepath.Join(c.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("server settings: %w", err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return fmt.Errorf("server settings: %w", err)
+	}
+	return f.Close()
 }
 
 // url reaches the cluster's postgres database as its superuser, over TCP.

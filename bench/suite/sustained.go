@@ -40,6 +40,9 @@ type SustainedOptions struct {
 	Workers int
 	// Quick works a small window of slots (for tests).
 	Quick bool
+	// Settings are added to the cluster's postgresql.conf; by default it
+	// runs with PostgreSQL's defaults.
+	Settings []ServerSetting
 	// OnPeriod, if set, is called with every period as soon as it ends.
 	OnPeriod func(Period)
 	// Progress, if set, is told every second how far the load has got, in
@@ -80,13 +83,18 @@ type Period struct {
 	// swing from period to period.
 	WALPerSlot  float64 `json:"wal_bytes_per_slot"`
 	Checkpoints int64   `json:"checkpoints"`
+	// PageImagesPerSlot is the full-page images the cluster wrote to WAL
+	// in the period per slot run (pg_stat_wal, PostgreSQL 14 and later;
+	// 0 before): the first change of a page after a checkpoint logs the
+	// whole page, up to 8 kB, so this is what checkpoints cost the load.
+	PageImagesPerSlot float64 `json:"page_images_per_slot"`
 }
 
 // Line prints the period on one line.
 func (p Period) Line() string {
-	return fmt.Sprintf("period %3d  %8.0f slots/s  slot table %7.1f MiB (heap %.1f, indexes %.1f)  history %6.1f MiB  HOT %4.1f%%  dead %9d  live %9d  autovacuums %d  WAL %5.0f B/slot  checkpoints %d",
+	return fmt.Sprintf("period %3d  %8.0f slots/s  slot table %7.1f MiB (heap %.1f, indexes %.1f)  history %6.1f MiB  HOT %4.1f%%  dead %9d  live %9d  autovacuums %d  WAL %5.0f B/slot  page images %.3f/slot  checkpoints %d",
 		p.Index, p.SlotsPerSecond, mib(p.SlotBytes), mib(p.HeapBytes), mib(p.IndexBytes), mib(p.HistoryBytes), 100*p.HOTRatio, p.DeadTuples, p.LiveTuples, p.Autovacuums,
-		p.WALPerSlot, p.Checkpoints)
+		p.WALPerSlot, p.PageImagesPerSlot, p.Checkpoints)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -111,8 +119,11 @@ type SustainedReport struct {
 	MaxDeviation float64 `json:"max_deviation"`
 	Stable       bool    `json:"stable"`
 	// Autovacuum is the cluster's autovacuum setting, for the record.
-	Autovacuum string   `json:"autovacuum"`
-	Remarks    []string `json:"remarks,omitempty"`
+	Autovacuum string `json:"autovacuum"`
+	// Settings are the settings given for the cluster, as name=value with
+	// the value the server reports; none means PostgreSQL's defaults.
+	Settings []string `json:"server_settings,omitempty"`
+	Remarks  []string `json:"remarks,omitempty"`
 }
 
 // Summary prints the report's conclusion in a few lines.
@@ -121,6 +132,11 @@ func (r SustainedReport) Summary() string {
 	fmt.Fprintf(&b, "sustained: %s after a warm-up of %s, %d batched locked workers over a window of %s slots, PostgreSQL %s, autovacuum %s\n",
 		time.Duration(r.DurationS*float64(time.Second)).Round(time.Second), time.Duration(r.WarmupS*float64(time.Second)).Round(time.Second),
 		r.Workers, count(r.Window), r.Server, r.Autovacuum)
+	settings := "PostgreSQL's defaults"
+	if len(r.Settings) > 0 {
+		settings = "defaults but " + strings.Join(r.Settings, ", ")
+	}
+	fmt.Fprintf(&b, "server settings: %s\n", settings)
 	fmt.Fprintf(&b, "handler runs %d, slots re-opened %d, exactly once: %v\n", r.Runs, r.Reopened, r.ExactlyOnce)
 	stable := "no"
 	if r.Stable {
@@ -172,7 +188,7 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 	rep := SustainedReport{DurationS: opts.Duration.Seconds(), PeriodS: opts.Period.Seconds(), WarmupS: opts.Warmup.Seconds(),
 		Workers: opts.Workers, Window: size.window}
 	setupCtx := context.WithoutCancel(ctx)
-	cl, err := startCluster(setupCtx)
+	cl, err := startCluster(setupCtx, opts.Settings)
 	if err != nil {
 		return rep, fmt.Errorf("sustained: start a cluster: %w", err)
 	}
@@ -195,6 +211,14 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 	if err := pool.QueryRow(setupCtx, "SELECT current_setting('server_version'), current_setting('autovacuum'), current_setting('server_version_num')::int").
 		Scan(&rep.Server, &rep.Autovacuum, &serverNum); err != nil {
 		return rep, err
+	}
+	for _, st := range opts.Settings {
+		// As the server reads it: proof that it took.
+		var v string
+		if err := pool.QueryRow(setupCtx, "SELECT current_setting($1)", st.Name).Scan(&v); err != nil {
+			return rep, fmt.Errorf("sustained: server setting %s: %w", st.Name, err)
+		}
+		rep.Settings = append(rep.Settings, ServerSetting{Name: st.Name, Value: v}.String())
 	}
 	s, err := e.newSchema(setupCtx, "sustained")
 	if err != nil {
@@ -220,9 +244,12 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 	}
 
 	l := &load{s: s, q: q, cov: cov, size: size, runs: make([]atomic.Int32, size.window), last: make([]atomic.Int64, size.window),
-		checkpoints: `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`}
+		checkpoints: `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`, pageImages: `SELECT 0`}
 	if serverNum >= 170000 {
 		l.checkpoints = `SELECT num_timed + num_requested FROM pg_stat_checkpointer`
+	}
+	if serverNum >= 140000 {
+		l.pageImages = `SELECT wal_fpi FROM pg_stat_wal`
 	}
 	for k := range l.last {
 		l.last[k].Store(1) // loaded COMPLETE: generation 1 ran before the bench
@@ -248,8 +275,9 @@ type load struct {
 	size sustainedSizes
 
 	// checkpoints is the query counting the cluster's checkpoints, which
-	// PostgreSQL 17 moved from pg_stat_bgwriter to pg_stat_checkpointer.
-	checkpoints string
+	// PostgreSQL 17 moved from pg_stat_bgwriter to pg_stat_checkpointer;
+	// pageImages the one counting full-page images written to WAL.
+	checkpoints, pageImages string
 
 	runs     []atomic.Int32 // handler runs per slot
 	last     []atomic.Int64 // the last generation run per slot
@@ -369,8 +397,9 @@ func (l *load) feed(ctx context.Context) error {
 type tableStats struct {
 	updates, hot, dead, live, autovacuums int64
 	// wal is the cluster's WAL position in bytes; checkpoints counts the
-	// checkpoints begun since the statistics were reset.
-	wal, checkpoints int64
+	// checkpoints begun since the statistics were reset, pageImages the
+	// full-page images written to WAL.
+	wal, checkpoints, pageImages int64
 }
 
 func (l *load) stats(ctx context.Context) (tableStats, Period, error) {
@@ -378,10 +407,10 @@ func (l *load) stats(ctx context.Context) (tableStats, Period, error) {
 	var p Period
 	err := l.s.e.admin.QueryRow(ctx, `SELECT coalesce(n_tup_upd, 0), coalesce(n_tup_hot_upd, 0), coalesce(n_dead_tup, 0), coalesce(n_live_tup, 0),
 			coalesce(autovacuum_count, 0), pg_total_relation_size(relid), pg_relation_size(relid), pg_indexes_size(relid),
-			pg_total_relation_size(to_regclass($2)), (pg_current_wal_lsn() - '0/0')::bigint, (`+l.checkpoints+`)
+			pg_total_relation_size(to_regclass($2)), (pg_current_wal_lsn() - '0/0')::bigint, (`+l.checkpoints+`), (`+l.pageImages+`)
 		FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'slot'`, l.s.name, quote(l.s.name)+".slot_event").
 		Scan(&st.updates, &st.hot, &st.dead, &st.live, &st.autovacuums, &p.SlotBytes, &p.HeapBytes, &p.IndexBytes, &p.HistoryBytes,
-			&st.wal, &st.checkpoints)
+			&st.wal, &st.checkpoints, &st.pageImages)
 	if err != nil {
 		return st, p, fmt.Errorf("statistics: %w", err)
 	}
@@ -440,6 +469,7 @@ func (l *load) sample(loadCtx, workCtx context.Context, opts SustainedOptions, r
 		}
 		if done > doneAtStart {
 			p.WALPerSlot = float64(st.wal-prev.wal) / float64(done-doneAtStart)
+			p.PageImagesPerSlot = float64(st.pageImages-prev.pageImages) / float64(done-doneAtStart)
 		}
 		p.Checkpoints = st.checkpoints - prev.checkpoints
 		rep.Periods = append(rep.Periods, p)
