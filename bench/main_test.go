@@ -150,6 +150,7 @@ func TestSustainedQuick(t *testing.T) {
 			require.Positive(t, p.WALPerSlot, "every slot run writes WAL")
 			require.GreaterOrEqual(t, p.Checkpoints, int64(0))
 			require.GreaterOrEqual(t, p.PageImagesPerSlot, 0.0)
+			require.True(t, p.EmptyBatches >= 0 && p.EmptyBatches <= 1, "a share: %v", p.EmptyBatches)
 			periods++
 		case "sustained":
 			require.NoError(t, json.Unmarshal(sc.Bytes(), &rep))

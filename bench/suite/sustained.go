@@ -88,13 +88,18 @@ type Period struct {
 	// 0 before): the first change of a page after a checkpoint logs the
 	// whole page, up to 8 kB, so this is what checkpoints cost the load.
 	PageImagesPerSlot float64 `json:"page_images_per_slot"`
+	// EmptyBatches is the share of the workers' batches in the period that
+	// found no slot to run. Near 0 the workers are the limit; far from it
+	// they wait for the feeder's re-opens, which are the limit: a series'
+	// re-opens run one at a time.
+	EmptyBatches float64 `json:"empty_batches"`
 }
 
 // Line prints the period on one line.
 func (p Period) Line() string {
-	return fmt.Sprintf("period %3d  %8.0f slots/s  slot table %7.1f MiB (heap %.1f, indexes %.1f)  history %6.1f MiB  HOT %4.1f%%  dead %9d  live %9d  autovacuums %d  WAL %5.0f B/slot  page images %.3f/slot  checkpoints %d",
+	return fmt.Sprintf("period %3d  %8.0f slots/s  slot table %7.1f MiB (heap %.1f, indexes %.1f)  history %6.1f MiB  HOT %4.1f%%  dead %9d  live %9d  autovacuums %d  WAL %5.0f B/slot  page images %.3f/slot  checkpoints %d  empty batches %4.1f%%",
 		p.Index, p.SlotsPerSecond, mib(p.SlotBytes), mib(p.HeapBytes), mib(p.IndexBytes), mib(p.HistoryBytes), 100*p.HOTRatio, p.DeadTuples, p.LiveTuples, p.Autovacuums,
-		p.WALPerSlot, p.PageImagesPerSlot, p.Checkpoints)
+		p.WALPerSlot, p.PageImagesPerSlot, p.Checkpoints, 100*p.EmptyBatches)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -283,6 +288,8 @@ type load struct {
 	last     []atomic.Int64 // the last generation run per slot
 	twice    atomic.Int64   // runs of a generation that had run already
 	done     atomic.Int64   // committed handler runs
+	batches  atomic.Int64   // RunBatch calls
+	empty    atomic.Int64   // RunBatch calls that found nothing to do
 	reopened atomic.Int64
 }
 
@@ -330,7 +337,9 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 					return
 				}
 				l.done.Add(int64(len(results)))
+				l.batches.Add(1)
 				if len(results) == 0 {
+					l.empty.Add(1)
 					if !fed {
 						return
 					}
@@ -434,6 +443,7 @@ func (l *load) sample(loadCtx, workCtx context.Context, opts SustainedOptions, r
 	}
 	start := time.Now()
 	periodStart, doneAtStart := start, l.done.Load()
+	batchesAtStart, emptyAtStart := l.batches.Load(), l.empty.Load()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	total := int64(opts.Duration / time.Second)
@@ -464,6 +474,10 @@ func (l *load) sample(loadCtx, workCtx context.Context, opts SustainedOptions, r
 		}
 		p.Index, p.Seconds = len(rep.Periods)+1, elapsed.Seconds()
 		p.SlotsPerSecond = float64(done-doneAtStart) / elapsed.Seconds()
+		batches, empty := l.batches.Load(), l.empty.Load()
+		if batches > batchesAtStart {
+			p.EmptyBatches = float64(empty-emptyAtStart) / float64(batches-batchesAtStart)
+		}
 		if upd := st.updates - prev.updates; upd > 0 {
 			p.HOTRatio = float64(st.hot-prev.hot) / float64(upd)
 		}
@@ -477,6 +491,7 @@ func (l *load) sample(loadCtx, workCtx context.Context, opts SustainedOptions, r
 			opts.OnPeriod(p)
 		}
 		prev, periodStart, doneAtStart = st, now, done
+		batchesAtStart, emptyAtStart = batches, empty
 		if end {
 			return nil
 		}
