@@ -287,6 +287,7 @@ type load struct {
 	runs     []atomic.Int32 // handler runs per slot
 	last     []atomic.Int64 // the last generation run per slot
 	twice    atomic.Int64   // runs of a generation that had run already
+	reopens  wakeup         // fired after every re-open commits
 	done     atomic.Int64   // committed handler runs
 	batches  atomic.Int64   // RunBatch calls
 	empty    atomic.Int64   // RunBatch calls that found nothing to do
@@ -321,13 +322,15 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 	for range opts.Workers {
 		wg.Go(func() {
 			for {
-				// Read before the batch: an empty batch ends the drain only
-				// if it began after the last re-open had committed. One
-				// that began before may have searched before that commit
-				// (its statements' snapshots predate it), and when every
-				// worker's last batch was such a one, the last chunk was
-				// left unrun: a 6-minute run failed so, 10,000 slots short.
-				fed := feeding.Load()
+				// Both read before the batch. An empty batch ends the
+				// drain only if it began after the last re-open had
+				// committed: one that began before may have searched
+				// before that commit (its statements' snapshots predate
+				// it), and when every worker's last batch was such a one,
+				// the last chunk was left unrun (a 6-minute run failed so,
+				// 10,000 slots short). And a re-open that commits after
+				// the batch's search began wakes the worker.
+				fed, woken := feeding.Load(), l.reopens.next()
 				results, err := l.q.RunBatch(workCtx, batchSize, l.handler)
 				if err != nil {
 					if workCtx.Err() == nil {
@@ -343,10 +346,15 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 					if !fed {
 						return
 					}
+					// Idle until the next re-open, as a scheduler's worker
+					// waits for the re-open's notification: polling in a
+					// loop took the CPU the re-opens needed (a third of
+					// the batches found nothing, on two cores).
 					select {
 					case <-workCtx.Done():
 						return
-					case <-time.After(5 * time.Millisecond):
+					case <-woken:
+					case <-time.After(idlePoll):
 					}
 				}
 			}
@@ -362,6 +370,7 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 	sampleErr := l.sample(loadCtx, workCtx, opts, rep)
 	feeder.Wait()
 	feeding.Store(false)
+	l.reopens.fire() // the idle workers look once more, and stop
 	wg.Wait()
 	close(errs)
 	var all []error
@@ -372,6 +381,36 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 		all = append(all, sampleErr)
 	}
 	return errors.Join(all...)
+}
+
+// idlePoll is how long a sustained worker that found nothing waits for a
+// re-open before it looks again anyway, as a scheduler polls.
+const idlePoll = 100 * time.Millisecond
+
+// wakeup tells goroutines waiting on next that something happened since
+// they called it.
+type wakeup struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// next returns a channel closed at the next fire.
+func (w *wakeup) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *wakeup) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
 }
 
 // feed re-opens the next chunk of the window whenever fewer than
@@ -397,6 +436,7 @@ func (l *load) feed(ctx context.Context) error {
 			return err
 		}
 		l.reopened.Add(res.Reopened)
+		l.reopens.fire()
 		next = (next + l.size.chunk) % l.size.window
 	}
 	return nil
