@@ -78,9 +78,8 @@ type Period struct {
 	Autovacuums int64 `json:"autovacuums"`
 	// WALPerSlot is the WAL the cluster wrote in the period, in bytes, per
 	// slot run; Checkpoints the checkpoints that began in it. With the
-	// default max_wal_size the load checkpoints every minute or so, and the
-	// full-page images after each make the WAL per slot, and throughput,
-	// swing from period to period.
+	// default max_wal_size the load checkpoints several times a minute,
+	// and the full-page images after each are much of its WAL.
 	WALPerSlot  float64 `json:"wal_bytes_per_slot"`
 	Checkpoints int64   `json:"checkpoints"`
 	// PageImagesPerSlot is the full-page images the cluster wrote to WAL
@@ -131,17 +130,21 @@ type SustainedReport struct {
 	Remarks  []string `json:"remarks,omitempty"`
 }
 
+// settings says what the cluster's settings were.
+func (r SustainedReport) settings() string {
+	if len(r.Settings) == 0 {
+		return "PostgreSQL's defaults"
+	}
+	return "defaults but " + strings.Join(r.Settings, ", ")
+}
+
 // Summary prints the report's conclusion in a few lines.
 func (r SustainedReport) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sustained: %s after a warm-up of %s, %d batched locked workers over a window of %s slots, PostgreSQL %s, autovacuum %s\n",
 		time.Duration(r.DurationS*float64(time.Second)).Round(time.Second), time.Duration(r.WarmupS*float64(time.Second)).Round(time.Second),
 		r.Workers, count(r.Window), r.Server, r.Autovacuum)
-	settings := "PostgreSQL's defaults"
-	if len(r.Settings) > 0 {
-		settings = "defaults but " + strings.Join(r.Settings, ", ")
-	}
-	fmt.Fprintf(&b, "server settings: %s\n", settings)
+	fmt.Fprintf(&b, "server settings: %s\n", r.settings())
 	fmt.Fprintf(&b, "handler runs %d, slots re-opened %d, exactly once: %v\n", r.Runs, r.Reopened, r.ExactlyOnce)
 	stable := "no"
 	if r.Stable {

@@ -268,8 +268,8 @@ func SustainedSVG(r SustainedReport) []byte {
 	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">%s</text>`+"\n",
 		esc(fmt.Sprintf("Sustained load: %d batched locked workers, re-opens feeding work, autovacuum %s", r.Workers, r.Autovacuum)))
 	fmt.Fprintf(&b, `<text x="10" y="40" fill="#555">%s</text>`+"\n",
-		esc(fmt.Sprintf("PostgreSQL %s, a cluster of its own with default settings; x: period of %s after a warm-up of %s",
-			r.Server, fmtSeconds(r.PeriodS), fmtSeconds(r.WarmupS))))
+		esc(fmt.Sprintf("PostgreSQL %s, a cluster of its own with %s; x: period of %s after a warm-up of %s",
+			r.Server, r.settings(), fmtSeconds(r.PeriodS), fmtSeconds(r.WarmupS))))
 	fmt.Fprintf(&b, `<text x="10" y="56" fill="#555">%s</text>`+"\n",
 		esc(fmt.Sprintf("%d handler runs, exactly once: %v; every period within 10 %% of the first: %v (largest deviation %.1f %%)",
 			r.Runs, r.ExactlyOnce, r.Stable, 100*r.MaxDeviation)))
