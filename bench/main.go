@@ -253,6 +253,9 @@ func sustained(ctx context.Context, f flags, out *output) int {
 	case ctx.Err() != nil:
 		fmt.Fprintln(out.stderr, "almanac-bench: interrupted; the periods above are what was measured")
 		return exitInterrupted
+	case errors.Is(err, suite.ErrInvalid):
+		fmt.Fprintln(out.stderr, "almanac-bench:", err)
+		return exitUsage
 	case err != nil:
 		fmt.Fprintln(out.stderr, "almanac-bench:", err)
 		return exitFailed

@@ -220,6 +220,15 @@ func TestBadFlags(t *testing.T) {
 		require.Equal(t, exitUsage, code, "%v: %s", args, errOut.String())
 		require.Equal(t, 1, strings.Count(errOut.String(), "\n"), "%v: one line: %s", args, errOut.String())
 	}
+	// A setting the server itself refuses, named by the server's reason.
+	for _, setting := range []string{"max_wal_size=banana", "no_such_parameter=1"} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"--sustained", "1s", "--quick", "--server-setting", setting}, &out, &errOut, getenv)
+		require.Equal(t, exitUsage, code, "%s: %s", setting, errOut.String())
+		require.Equal(t, 1, strings.Count(errOut.String(), "\n"), "%s: one line: %s", setting, errOut.String())
+		name, _, _ := strings.Cut(setting, "=")
+		require.Contains(t, errOut.String(), `parameter "`+name+`"`)
+	}
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"--quick"}, &out, &errOut, func(string) string {
 		return "postgres://nobody@127.0.0.1:1/none?connect_timeout=2"

@@ -20,9 +20,8 @@ import (
 
 // cluster is a throwaway PostgreSQL cluster with the server's default
 // settings (autovacuum on) but those given (ServerSetting), for the
-// sustained scenario: initdb into a
-// temporary directory, pg_ctl start on a free port of 127.0.0.1, and
-// everything removed by stop. When the bench runs as root the server runs
+// sustained scenario: initdb into a temporary directory, pg_ctl start on a
+// free port of 127.0.0.1, and everything removed by stop. When the bench runs as root the server runs
 // as user postgres (else nobody), because PostgreSQL refuses to run as
 // root.
 type cluster struct {
@@ -84,9 +83,30 @@ func startCluster(ctx context.Context, settings []ServerSetting) (_ *cluster, er
 	_ = l.Close()
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s", c.port, c.dir)
 	if err := c.cmd(ctx, "pg_ctl", "--pgdata="+c.data, "--log="+filepath.Join(c.dir, "postgres.log"), "--wait", "--timeout=60", "-o", opts, "start"); err != nil {
+		if refused := c.refusedSetting(); len(settings) > 0 && refused != "" {
+			return nil, fmt.Errorf("%w: the server refused a --server-setting: %s", ErrInvalid, refused)
+		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// refusedSetting returns the server log's complaint about a parameter, such
+// as `invalid value for parameter "max_wal_size": "banana"`, or "". The
+// server names the parameter on an earlier line than its last, which only
+// says the configuration file contains errors.
+func (c *cluster) refusedSetting() string {
+	log, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+	for line := range strings.Lines(string(log)) {
+		if !strings.Contains(line, `parameter "`) {
+			continue
+		}
+		if _, msg, ok := strings.Cut(line, ":  "); ok { // after the prefix and the level
+			line = msg
+		}
+		return strings.TrimSpace(line)
+	}
+	return ""
 }
 
 // configure appends settings to the cluster's postgresql.conf, where a
