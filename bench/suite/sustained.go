@@ -251,7 +251,7 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 		return rep, err
 	}
 
-	l := &load{s: s, q: q, cov: cov, size: size, runs: make([]atomic.Int32, size.window), last: make([]atomic.Int64, size.window),
+	l := &load{s: s, q: q, cov: cov, size: size, idle: idlePoll, runs: make([]atomic.Int32, size.window), last: make([]atomic.Int64, size.window),
 		checkpoints: `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`, pageImages: `SELECT 0`}
 	if serverNum >= 170000 {
 		l.checkpoints = `SELECT num_timed + num_requested FROM pg_stat_checkpointer`
@@ -291,6 +291,7 @@ type load struct {
 	last     []atomic.Int64 // the last generation run per slot
 	twice    atomic.Int64   // runs of a generation that had run already
 	reopens  wakeup         // fired after every re-open commits
+	idle     time.Duration  // the longest an idle worker waits for one (idlePoll)
 	done     atomic.Int64   // committed handler runs
 	batches  atomic.Int64   // RunBatch calls
 	empty    atomic.Int64   // RunBatch calls that found nothing to do
@@ -324,42 +325,13 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 	var wg sync.WaitGroup
 	for range opts.Workers {
 		wg.Go(func() {
-			for {
-				// Both read before the batch. An empty batch ends the
-				// drain only if it began after the last re-open had
-				// committed: one that began before may have searched
-				// before that commit (its statements' snapshots predate
-				// it), and when every worker's last batch was such a one,
-				// the last chunk was left unrun (a 6-minute run failed so,
-				// 10,000 slots short). And a re-open that commits after
-				// the batch's search began wakes the worker.
-				fed, woken := feeding.Load(), l.reopens.next()
-				results, err := l.q.RunBatch(workCtx, batchSize, l.handler)
-				if err != nil {
-					if workCtx.Err() == nil {
-						errs <- err
-						stopWork()
-					}
-					return
-				}
-				l.done.Add(int64(len(results)))
-				l.batches.Add(1)
-				if len(results) == 0 {
-					l.empty.Add(1)
-					if !fed {
-						return
-					}
-					// Idle until the next re-open, as a scheduler's worker
-					// waits for the re-open's notification: polling in a
-					// loop took the CPU the re-opens needed (a third of
-					// the batches found nothing, on two cores).
-					select {
-					case <-workCtx.Done():
-						return
-					case <-woken:
-					case <-time.After(idlePoll):
-					}
-				}
+			err := l.work(workCtx, &feeding, func(ctx context.Context) (int, error) {
+				results, err := l.q.RunBatch(ctx, batchSize, l.handler)
+				return len(results), err
+			})
+			if err != nil && workCtx.Err() == nil {
+				errs <- err
+				stopWork()
 			}
 		})
 	}
@@ -384,6 +356,45 @@ func (l *load) run(ctx context.Context, opts SustainedOptions, rep *SustainedRep
 		all = append(all, sampleErr)
 	}
 	return errors.Join(all...)
+}
+
+// work is one worker of the load: it runs batch (which returns how many
+// slots it ran) until a batch begun after feeding stopped finds nothing,
+// ctx is done, or a batch fails.
+func (l *load) work(ctx context.Context, feeding *atomic.Bool, batch func(context.Context) (int, error)) error {
+	for {
+		// Both read before the batch. An empty batch ends the drain only
+		// if it began after the last re-open had committed: one that
+		// began before may have searched before that commit (its
+		// statements' snapshots predate it), and when every worker's last
+		// batch was such a one, the last chunk was left unrun (a 6-minute
+		// run failed so, 10,000 slots short). And a re-open that commits
+		// after the batch's search began wakes the worker.
+		fed, woken := feeding.Load(), l.reopens.next()
+		n, err := batch(ctx)
+		if err != nil {
+			return err
+		}
+		l.done.Add(int64(n))
+		l.batches.Add(1)
+		if n > 0 {
+			continue
+		}
+		l.empty.Add(1)
+		if !fed {
+			return nil
+		}
+		// Idle until the next re-open, as a scheduler's worker waits for
+		// the re-open's notification: polling in a loop took the CPU the
+		// re-opens needed (a third of the batches found nothing, on two
+		// cores).
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-woken:
+		case <-time.After(l.idle):
+		}
+	}
 }
 
 // idlePoll is how long a sustained worker that found nothing waits for a
