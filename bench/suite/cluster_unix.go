@@ -82,7 +82,7 @@ func startCluster(ctx context.Context, settings []ServerSetting) (_ *cluster, er
 	c.port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s", c.port, c.dir)
-	if err := c.cmd(ctx, "pg_ctl", "--pgdata="+c.data, "--log="+filepath.Join(c.dir, "postgres.log"), "--wait", "--timeout=60", "-o", opts, "start"); err != nil {
+	if err := c.cmd(ctx, "pg_ctl", "--pgdata="+c.data, "--log="+c.logFile(), "--wait", "--timeout=60", "-o", opts, "start"); err != nil {
 		if refused := c.refusedSetting(); len(settings) > 0 && refused != "" {
 			return nil, fmt.Errorf("%w: the server refused a --server-setting: %s", ErrInvalid, refused)
 		}
@@ -96,7 +96,7 @@ func startCluster(ctx context.Context, settings []ServerSetting) (_ *cluster, er
 // server names the parameter on an earlier line than its last, which only
 // says the configuration file contains errors.
 func (c *cluster) refusedSetting() string {
-	log, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+	log, _ := os.ReadFile(c.logFile())
 	for line := range strings.Lines(string(log)) {
 		if !strings.Contains(line, `parameter "`) {
 			continue
@@ -131,6 +131,9 @@ func (c *cluster) configure(settings []ServerSetting) error {
 	return f.Close()
 }
 
+// logFile is the server's log.
+func (c *cluster) logFile() string { return filepath.Join(c.dir, "postgres.log") }
+
 // url reaches the cluster's postgres database as its superuser, over TCP.
 func (c *cluster) url() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
@@ -146,7 +149,7 @@ func (c *cluster) cmd(ctx context.Context, name string, args ...string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		log, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+		log, _ := os.ReadFile(c.logFile())
 		return fmt.Errorf("%s: %w: %s %s", name, err, lastLine(out.Bytes()), lastLine(log))
 	}
 	return nil
