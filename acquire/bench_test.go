@@ -68,6 +68,18 @@ func benchmarkModeWith(b *testing.B, mode pgx.QueryExecMode, step func(ctx conte
 	require.Equal(b, b.N, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
 }
 
+// TestBenchmarkSlotsAreDue: however many slots a benchmark asks for, its
+// fixture's are all due, or the benchmark's workers stop at the first one
+// that is not and its count of the slots done falls short (a benchmark of
+// 694,268 slots from 2026-01-01 did, on 2026-11-24, at 471,811).
+func TestBenchmarkSlotsAreDue(t *testing.T) {
+	require.True(t, fixtureEnd.Before(time.Now()))
+	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), fixtureFrom(100))
+	for _, n := range []int{100, 100_000, 694_268, 10_000_000} {
+		require.False(t, fixtureFrom(n).Add(time.Duration(n)*time.Minute).After(fixtureEnd), "%d slots", n)
+	}
+}
+
 func noop(context.Context, pgx.Tx, Slot) error { return nil }
 
 // BenchmarkLocked: locked mode, one slot per transaction, no-op handler.
