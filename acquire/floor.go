@@ -3,6 +3,8 @@ package acquire
 import (
 	"sync"
 	"time"
+
+	"github.com/almanacdev/almanac/slot"
 )
 
 // fullSearchEvery is how often an oldest-first queue searches for AVAILABLE
@@ -12,8 +14,7 @@ import (
 const fullSearchEvery = time.Second
 
 // floor is where an oldest-first queue's next search for AVAILABLE slots
-// starts: the earliest slot its last acquisition took from the acquirable
-// ones.
+// starts: past the slots the searches before it have taken or are taking.
 //
 // Every slot acquired leaves an entry in slot_available_idx behind, and a
 // search from the start of the range steps over each of them until it is
@@ -25,14 +26,28 @@ const fullSearchEvery = time.Second
 // its snapshot, throughput fell by half after 40,000 slots and by
 // two-thirds after 100,000. Searching from the floor steps over one batch.
 //
+// Searches that run at the same time would still all start at the same
+// place, and each would step over the rows the others have just locked,
+// on the same pages as they write. So each search reserves the part of the
+// range its slots can take up at the least, as many grid slots as it asks
+// for from where it starts, and the next one starts after that (ahead).
+// That is no change of order: a search takes the first acquirable slots
+// from where it starts, so every acquirable slot it did not find locked
+// in its reserved part is among those it takes. Measured on the statements
+// of a batch of 100 with eight clients, searches that each start at their
+// own part of the range did 1.3 times the batches of searches that all
+// start at the same place.
+//
 // What the floor can miss is a slot behind it that becomes acquirable
 // again, so a search starts from the start of the range
 //   - when the search from the floor found fewer slots than asked for
-//     (then in the same call, over the part of the range before the floor);
+//     (then in the same call, over the part of the range before the floor),
+//     and the next search starts at the earliest slot taken, not ahead;
 //   - after this queue recorded an outcome that leaves a slot AVAILABLE
 //     (a failure, a snooze, a release, an abandoned run), or after Rewind
 //     (the scheduler calls it when it is told of a re-open or a retry);
-//   - and at least every fullSearchEvery.
+//   - and at least every fullSearchEvery; when that search finds slots
+//     before ahead, the searches after it go on from there.
 //
 // A newest-first queue has no floor: the slots that become due arrive at
 // the end of the range, where its searches start.
@@ -41,6 +56,10 @@ type floor struct {
 	// at is the start of the earliest slot the last search took; zero:
 	// search from the start of the range.
 	at time.Time
+	// ahead is where the next search starts when it is after at: the end
+	// of the parts of the range the searches so far have reserved, or of
+	// the slots they took if that is later. Zero: at.
+	ahead time.Time
 	// epoch counts rewinds, so that a search that began before one does
 	// not move the floor past the slot the rewind was for.
 	epoch uint64
@@ -49,15 +68,17 @@ type floor struct {
 	full  time.Time
 	every time.Duration
 	off   bool // newest first
+	grid  slot.Series
 }
 
-func newFloor(newestFirst bool) *floor {
-	return &floor{every: fullSearchEvery, off: newestFirst}
+func newFloor(newestFirst bool, grid slot.Series) *floor {
+	return &floor{every: fullSearchEvery, off: newestFirst, grid: grid}
 }
 
-// start returns where the next search starts (zero for the start of the
-// range) and the epoch to hand to advance.
-func (f *floor) start() (time.Time, uint64) {
+// start returns where the next search for n slots starts (zero for the
+// start of the range) and the epoch to hand to advance, and reserves for
+// it the n grid slots from there.
+func (f *floor) start(n int) (time.Time, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.off {
@@ -65,51 +86,99 @@ func (f *floor) start() (time.Time, uint64) {
 	}
 	if now := time.Now(); f.at.IsZero() || now.Sub(f.full) >= f.every {
 		f.at, f.full = time.Time{}, now
+		return time.Time{}, f.epoch
 	}
-	return f.at, f.epoch
+	lo := f.at
+	if f.ahead.After(lo) {
+		lo = f.ahead
+	}
+	f.ahead = f.reach(lo, n)
+	return lo, f.epoch
 }
 
-// advance records that a search begun in epoch took, from the acquirable
-// slots, ones starting at earliest and later. A search from the floor only
-// moves it forward; one from the start of the range (whole) sets it, since
-// it saw everything before earliest. A rewind since the search began voids
-// it.
-func (f *floor) advance(epoch uint64, earliest time.Time, whole bool) {
+// reach returns the start of the grid slot n slots after the one that
+// holds t: the least a search from t for n slots spans. Where the grid
+// cannot say (the end of its years, a slot a time zone skipped), it
+// returns t, which reserves nothing.
+func (f *floor) reach(t time.Time, n int) time.Time {
+	s, err := f.grid.Floor(t)
+	if err != nil {
+		return t
+	}
+	next, err := f.grid.Slot(s.Index + int64(n))
+	if err != nil {
+		return t
+	}
+	return next.Start
+}
+
+// advance records what a search begun in epoch took: slots, in the range
+// searched from its start (whole) or from the floor; short when the search
+// from where it started found fewer than it asked for. A search from the
+// floor only moves at forward; one from the start of the range sets it,
+// since it saw everything before the earliest slot it took. A rewind
+// since the search began voids it.
+func (f *floor) advance(epoch uint64, slots []Slot, whole, short bool) {
+	first, last, ok := span(slots)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.off || epoch != f.epoch || (!whole && !earliest.After(f.at)) {
+	if f.off || epoch != f.epoch {
 		return
 	}
-	f.at = earliest
+	switch {
+	case short:
+		// Nothing acquirable after where it started: the next search
+		// starts at the earliest slot taken.
+		f.ahead = time.Time{}
+	case whole && ok && first.Before(f.ahead):
+		// Acquirable slots behind ahead: go on after them.
+		f.ahead = last
+	case ok && last.After(f.ahead):
+		f.ahead = last
+	}
+	if ok && (whole || first.After(f.at)) {
+		f.at = first
+	}
 }
 
-// earliest returns the start of the earliest slot of slots that was
-// acquirable (not taken over from an expired lease), and false when there
-// is none.
-func earliest(slots []Slot) (time.Time, bool) {
-	var first time.Time
+// span returns the start of the earliest slot of slots that was acquirable
+// (not taken over from an expired lease) and the end of the latest, and
+// false when there is none.
+func span(slots []Slot) (first, last time.Time, ok bool) {
 	for _, s := range slots {
-		if !s.TookOver && (first.IsZero() || s.Start.Before(first)) {
+		if s.TookOver {
+			continue
+		}
+		if !ok || s.Start.Before(first) {
 			first = s.Start
 		}
+		if !ok || s.End.After(last) {
+			last = s.End
+		}
+		ok = true
 	}
-	return first, !first.IsZero()
+	return first, last, ok
 }
 
 // rewind makes the next search start from the start of the range.
 func (f *floor) rewind() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.at = time.Time{}
+	f.at, f.ahead = time.Time{}, time.Time{}
 	f.epoch++
 }
 
-// searchFrom returns where the queue's next search for AVAILABLE slots
+// searchFrom returns where the queue's next search for n AVAILABLE slots
 // starts, its floor or the start of its range, and the epoch to hand to
-// floor.advance.
-func (q *Queue) searchFrom() (time.Time, uint64) {
-	at, epoch := q.floor.start()
-	if at.After(q.from) {
+// floor.advance. A floor past the end of the range (the part reserved for
+// the last slots of a range runs past it) is its end: the search from
+// there finds nothing and looks at the whole range.
+func (q *Queue) searchFrom(n int) (time.Time, uint64) {
+	at, epoch := q.floor.start(n)
+	switch {
+	case at.After(q.to):
+		return q.to, epoch
+	case at.After(q.from):
 		return at, epoch
 	}
 	return q.from, epoch

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // TestSearchesStartAtTheFloor: while a transaction holds its snapshot, the
@@ -133,4 +134,137 @@ func TestFloorLockedNoSlotTwice(t *testing.T) {
 		seen[s] = true
 	}
 	require.True(t, seen[f.slotStart(5)])
+}
+
+// TestFloorReservesEachSearchItsPart: searches that start one after the
+// other, before any of them reports, start at parts of the range that do
+// not overlap, each as many grid slots as it asks for; what they take
+// moves the part after them; a short search, a rewind, and a search from
+// the start of the range that finds slots behind them start them again
+// from what was taken.
+func TestFloorReservesEachSearchItsPart(t *testing.T) {
+	grid, err := slot.NewSeries("report", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})
+	require.NoError(t, err)
+	at := func(i int) time.Time { return time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC) }
+	took := func(from, to int) []Slot {
+		var out []Slot
+		for i := from; i < to; i++ {
+			out = append(out, Slot{Slot: slot.Slot{Start: at(i), End: at(i + 1)}})
+		}
+		return out
+	}
+	f := newFloor(false, grid)
+	f.every = time.Hour
+	requireStart := func(n int, want time.Time) uint64 {
+		t.Helper()
+		lo, epoch := f.start(n)
+		require.True(t, lo.Equal(want), "start %s, want %s", lo, want)
+		return epoch
+	}
+
+	e := requireStart(10, time.Time{}) // nothing known: from the start of the range
+	f.advance(e, took(0, 10), true, false)
+	e1 := requireStart(10, at(10))
+	e2 := requireStart(10, at(20))
+	e3 := requireStart(5, at(30))
+	requireStart(1, at(35))
+	f.advance(e2, took(20, 30), false, false)
+	f.advance(e1, took(10, 20), false, false)
+	requireStart(1, at(36))
+
+	// Taken beyond its part (slots after 30 were missing): the next search
+	// starts after what it took.
+	f.advance(e3, took(40, 45), false, false)
+	requireStart(10, at(45))
+
+	// Short: nothing acquirable after where it started. The next search
+	// starts at the earliest slot the last search took.
+	e = requireStart(10, at(55))
+	f.advance(e, took(55, 58), false, true)
+	requireStart(10, at(55))
+
+	// A search from the start of the range that finds slots behind the
+	// reserved parts: the searches after it go on from there.
+	f.rewind()
+	e = requireStart(10, time.Time{})
+	f.advance(e, took(3, 13), true, false)
+	requireStart(10, at(13))
+
+	// Expired leases taken over say nothing of where acquirable slots are.
+	e = requireStart(10, at(23))
+	over := took(100, 110)
+	for i := range over {
+		over[i].TookOver = true
+	}
+	f.advance(e, over, false, false)
+	requireStart(10, at(33))
+}
+
+// TestConcurrentSearchesStepOverNoLockedSlots: a locked-mode batch that
+// starts while another holds its slots reads the index entries of its own
+// slots, not of the other's too, and takes the next slots in order.
+func TestConcurrentSearchesStepOverNoLockedSlots(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 1_000)
+	f.exec(`VACUUM ANALYZE {{schema}}.slot`)
+	pool := pgtest.OwnPool(t, f.db.URL, 4, "")
+	q := f.queueOn(pool, Options{})
+	q.floor.every = time.Hour
+
+	holding, release := make(chan struct{}), make(chan struct{})
+	type outcome struct {
+		results []Result
+		err     error
+	}
+	first := make(chan outcome, 1)
+	go func() {
+		var once bool
+		results, err := q.RunBatch(ctx, 100, func(context.Context, pgx.Tx, Slot) error {
+			if !once {
+				once = true
+				close(holding)
+				<-release
+			}
+			return nil
+		})
+		first <- outcome{results, err}
+	}()
+	<-holding
+
+	index := f.schema + ".slot_available_idx"
+	before := pgtest.EntriesRead(t, pool, index)
+	second, err := q.RunBatch(ctx, 100, noop)
+	require.NoError(t, err)
+	read := pgtest.EntriesRead(t, pool, index) - before
+	close(release)
+	held := <-first
+
+	require.NoError(t, held.err)
+	require.Len(t, held.results, 100)
+	require.Len(t, second, 100)
+	for i, r := range second {
+		require.True(t, r.Slot.Start.Equal(f.slotStart(100+i)), "slot %d of the second batch is %s", i, r.Slot.Start)
+	}
+	t.Logf("the second batch read %d entries of slot_available_idx", read)
+	require.Less(t, read, int64(150), "entries read by a batch of 100 while another held 100")
+}
+
+// TestFloorStaysInTheRange: a part reserved by a search still running can
+// run past the end of the queue's range; the next search, starting after
+// it, looks at the range and nothing beyond.
+func TestFloorStaysInTheRange(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 40)
+	q := f.queue(Options{LeaseTTL: time.Hour, To: f.slotStart(20)})
+	q.floor.every = time.Hour
+	leases, err := q.Claim(ctx, 15) // 0-14
+	require.NoError(t, err)
+	require.Len(t, leases, 15)
+	q.floor.start(15) // a search in flight reserves 15-29
+	leases, err = q.Claim(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, leases, 5)
+	for i, l := range leases {
+		require.True(t, l.Start.Equal(f.slotStart(15+i)), "lease %d is %s", i, l.Start)
+	}
 }

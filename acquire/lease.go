@@ -200,13 +200,13 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("acquire: claim %d: expected at least 1", n)
 	}
-	lo, epoch := q.searchFrom()
+	lo, epoch := q.searchFrom(n)
 	leases, err := q.claimIn(ctx, n, lo, q.to, true)
 	if err != nil {
 		return nil, err
 	}
-	whole := !lo.After(q.from)
-	if len(leases) < n && !whole {
+	whole, short := !lo.After(q.from), len(leases) < n
+	if short && !whole {
 		// Short: look behind the floor too. Leases already claimed are
 		// returned whatever happens to this second look.
 		more, err := q.claimIn(ctx, n-len(leases), q.from, lo, false)
@@ -218,9 +218,7 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 			leases = append(leases, more...)
 		}
 	}
-	if first, ok := earliest(leaseSlots(leases)); ok {
-		q.floor.advance(epoch, first, whole)
-	}
+	q.floor.advance(epoch, leaseSlots(leases), whole, short)
 	sort.Slice(leases, func(i, j int) bool {
 		if q.opts.NewestFirst {
 			return leases[i].Start.After(leases[j].Start)

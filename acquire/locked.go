@@ -218,13 +218,13 @@ func (q *Queue) lockedBegin() string {
 // transaction's id: from the queue's floor on, and when that finds fewer
 // than max, from the part of the range before the floor too.
 func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, int64, error) {
-	lo, epoch := q.searchFrom()
+	lo, epoch := q.searchFrom(max)
 	slots, xid, err := q.selectLockedIn(ctx, tx, max, lo, q.to, true)
 	if err != nil {
 		return nil, 0, err
 	}
-	whole := !lo.After(q.from)
-	if len(slots) < max && !whole {
+	whole, short := !lo.After(q.from), len(slots) < max
+	if short && !whole {
 		// In the same transaction, so no slot may come twice: the part of
 		// the range the first look did not search, and no expired leases
 		// (the first look took all it could, and holds their rows).
@@ -236,9 +236,7 @@ func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, i
 		slots = append(more, slots...)
 		sort.Slice(slots, func(i, j int) bool { return slots[i].Start.Before(slots[j].Start) })
 	}
-	if first, ok := earliest(slots); ok {
-		q.floor.advance(epoch, first, whole)
-	}
+	q.floor.advance(epoch, slots, whole, short)
 	return slots, xid, nil
 }
 
