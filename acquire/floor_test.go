@@ -268,3 +268,30 @@ func TestFloorStaysInTheRange(t *testing.T) {
 		require.True(t, l.Start.Equal(f.slotStart(15+i)), "lease %d is %s", i, l.Start)
 	}
 }
+
+// TestAbandonedReservationIsFound: a search that reserved its part of the
+// range and never ran (its connection failed) leaves the part behind the
+// searches after it; the next search from the start of the range takes
+// it, and the searches after that go on from there.
+func TestAbandonedReservationIsFound(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 40)
+	q := f.queue(Options{LeaseTTL: time.Hour})
+	q.floor.every = time.Hour
+	claimFrom := func(n, first int) {
+		t.Helper()
+		leases, err := q.Claim(ctx, n)
+		require.NoError(t, err)
+		require.Len(t, leases, n)
+		for i, l := range leases {
+			require.True(t, l.Start.Equal(f.slotStart(first+i)), "lease %d is %s, want slot %d", i, l.Start, first+i)
+		}
+	}
+	claimFrom(10, 0)
+	q.floor.start(10) // reserves 10-19, then fails
+	claimFrom(5, 20)
+	q.floor.every = 0 // the periodic search from the start of the range is due
+	claimFrom(10, 10)
+	q.floor.every = time.Hour
+	claimFrom(5, 25)
+}
