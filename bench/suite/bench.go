@@ -90,6 +90,8 @@ var scenarios = []scenario{
 		func(e *env) int { return 4 * e.repeats }, runBatch},
 	{Scenario{"lease", "lease mode, batched claims and completions, vs River and pgbench"}, false,
 		func(e *env) int { return 3 * e.repeats }, runLease},
+	{Scenario{"fleet", "batched locked mode with the workers spread over 2, 4 and 8 processes vs all of them in one"}, false,
+		func(e *env) int { return 2 * len(fleetProcesses) * e.repeats }, runFleet},
 	{Scenario{"gaps", "gap detection, complete and with holes, vs a lead() window query and a NOT EXISTS anti-join"}, false,
 		func(e *env) int { return 6 * e.repeats }, runGaps},
 	{Scenario{"materialize", "materialize 1M slots vs one INSERT … SELECT generate_series"}, false,

@@ -33,15 +33,11 @@ func runMaterialize10M(ctx context.Context, e *env) ([]Row, error) {
 // materialize measures materializing n slots against INSERT … SELECT in
 // a row named id.
 func materialize(ctx context.Context, e *env, id string, n int) ([]Row, error) {
-	s, err := e.newSchema(ctx, "materialize")
+	s, grid, err := e.newBenchSeries(ctx, "materialize")
 	if err != nil {
 		return nil, err
 	}
 	defer s.drop()
-	grid, err := s.series(ctx, "bench")
-	if err != nil {
-		return nil, err
-	}
 	cov, err := coverage.New(ctx, e.admin, grid, coverage.Options{Schema: s.name})
 	if err != nil {
 		return nil, err

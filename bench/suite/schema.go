@@ -93,6 +93,21 @@ func (s *schema) series(ctx context.Context, name string) (slot.Series, error) {
 	return grid, nil
 }
 
+// newBenchSeries creates a scenario's schema, as newSchema, with its PT1M
+// series "bench" registered; drop the schema when done.
+func (e *env) newBenchSeries(ctx context.Context, tag string) (*schema, slot.Series, error) {
+	s, err := e.newSchema(ctx, tag)
+	if err != nil {
+		return nil, slot.Series{}, err
+	}
+	grid, err := s.series(ctx, "bench")
+	if err != nil {
+		s.drop()
+		return nil, slot.Series{}, err
+	}
+	return s, grid, nil
+}
+
 // exec runs sql, with {{schema}} standing for the schema, and returns the
 // number of rows it affected.
 func (s *schema) exec(ctx context.Context, sql string, args ...any) (int64, error) {

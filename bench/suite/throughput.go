@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,16 +30,21 @@ type step func(ctx context.Context, c *counter) (int, error)
 // must have been handled exactly once (counted by the steps) and be
 // COMPLETE in the table; otherwise the measurement fails.
 func (s *schema) drain(ctx context.Context, grid slot.Series, n, workers int, work step) (float64, error) {
+	return s.drainEach(ctx, grid, n, slices.Repeat([]step{work}, workers))
+}
+
+// drainEach is drain with a goroutine for each of steps, calling its own.
+func (s *schema) drainEach(ctx context.Context, grid slot.Series, n int, steps []step) (float64, error) {
 	if err := s.fresh(ctx, grid, n, "AVAILABLE"); err != nil {
 		return 0, err
 	}
 	c := newCounter(n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, workers)
+	errs := make([]error, len(steps))
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range workers {
+	for i, work := range steps {
 		wg.Go(func() {
 			for {
 				k, err := work(ctx, c)

@@ -37,15 +37,11 @@ var errWakeTimeout = errors.New("re-opened slot not started within " + wakeTimeo
 // the slot, woken by LISTEN/NOTIFY with the default 5 s poll interval,
 // against a bare NOTIFY reaching a LISTEN connection.
 func runWake(ctx context.Context, e *env) ([]Row, error) {
-	s, err := e.newSchema(ctx, "wake")
+	s, grid, err := e.newBenchSeries(ctx, "wake")
 	if err != nil {
 		return nil, err
 	}
 	defer s.drop()
-	grid, err := s.series(ctx, "bench")
-	if err != nil {
-		return nil, err
-	}
 	if err := s.fresh(ctx, grid, wakeSlots, "COMPLETE"); err != nil {
 		return nil, err
 	}
