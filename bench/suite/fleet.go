@@ -21,8 +21,9 @@ var fleetProcesses = []int{2, 4, 8}
 // searches start (acquire's floor.go), is its own, so the processes'
 // searches are coordinated by the rows' locks only.
 type process struct {
-	pool *pgxpool.Pool
-	q    *acquire.Queue
+	pool    *pgxpool.Pool
+	q       *acquire.Queue
+	workers int
 }
 
 // fleet is the processes of one side of the fleet scenario.
@@ -43,7 +44,7 @@ func (e *env) newFleet(ctx context.Context, s *schema, grid slot.Series, workers
 			f.close()
 			return nil, err
 		}
-		f = append(f, process{pool, q})
+		f = append(f, process{pool, q, w})
 	}
 	return f, nil
 }
@@ -54,12 +55,12 @@ func (f fleet) close() {
 	}
 }
 
-// steps returns a batched locked-mode step per worker: workers[i] of
-// process i.
-func (f fleet) steps(workers []int) []step {
+// steps returns a batched locked-mode step for each worker of each
+// process, on that process's queue.
+func (f fleet) steps() []step {
 	var out []step
-	for i, p := range f {
-		for range workers[i] {
+	for _, p := range f {
+		for range p.workers {
 			out = append(out, batchStep(p.q))
 		}
 	}
@@ -89,8 +90,7 @@ func runFleet(ctx context.Context, e *env) ([]Row, error) {
 		return nil, err
 	}
 	defer s.drop()
-	alone := []int{e.workers}
-	one, err := e.newFleet(ctx, s, grid, alone)
+	one, err := e.newFleet(ctx, s, grid, []int{e.workers})
 	if err != nil {
 		return nil, err
 	}
@@ -100,18 +100,17 @@ func runFleet(ctx context.Context, e *env) ([]Row, error) {
 		if p > e.workers {
 			continue
 		}
-		workers := spread(e.workers, p)
-		many, err := e.newFleet(ctx, s, grid, workers)
+		many, err := e.newFleet(ctx, s, grid, spread(e.workers, p))
 		if err != nil {
 			return nil, err
 		}
 		var read [2][]float64
 		sides, err := e.interleave(ctx,
 			func(ctx context.Context) (float64, error) {
-				return s.drainReading(ctx, grid, n, many, many.steps(workers), &read[0])
+				return s.drainReading(ctx, grid, n, many, many.steps(), &read[0])
 			},
 			func(ctx context.Context) (float64, error) {
-				return s.drainReading(ctx, grid, n, one, one.steps(alone), &read[1])
+				return s.drainReading(ctx, grid, n, one, one.steps(), &read[1])
 			})
 		many.close()
 		if err != nil {
