@@ -71,7 +71,7 @@ func decode(t *testing.T, out string) []jsonLine {
 
 // quickRows are the rows of a quick run, in order.
 var quickRows = []string{
-	"locked", "batch-vs-river", "batch-vs-raw", "lease-vs-river", "fleet-2", "fleet-4",
+	"locked", "batch-vs-river", "batch-vs-raw", "lease-vs-river", "fleet-2", "fleet-4", "fleet-lease-2", "fleet-lease-4",
 	"gaps-complete", "gaps-complete-naive", "gaps-holes", "gaps-holes-naive", "materialize", "wake-median", "wake-p99",
 	"scaling-locked-1", "scaling-locked-4", "scaling-locked-16", "scaling-lease-1", "scaling-lease-4", "scaling-lease-16",
 	"scaling-gaps-1k", "scaling-gaps-5k", "memory-gaps", "memory-run",

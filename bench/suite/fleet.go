@@ -55,13 +55,13 @@ func (f fleet) close() {
 	}
 }
 
-// steps returns a batched locked-mode step for each worker of each
-// process, on that process's queue.
-func (f fleet) steps() []step {
+// steps returns a step of mode for each worker of each process, on that
+// process's queue.
+func (f fleet) steps(mode func(*acquire.Queue) step) []step {
 	var out []step
 	for _, p := range f {
 		for range p.workers {
-			out = append(out, batchStep(p.q))
+			out = append(out, mode(p.q))
 		}
 	}
 	return out
@@ -79,10 +79,21 @@ func spread(workers, processes int) []int {
 	return out
 }
 
-// runFleet: batched locked mode with the run's workers spread over 2, 4 and 8
-// processes against all of them in one process, in the same run. Each
-// row's note gives the entries of slot_available_idx both sides read per
-// slot: one when no search steps over a slot it does not take.
+// fleetModes are the modes the fleet scenario runs: a row ID's prefix, the
+// name of the mode, and its step on a queue.
+var fleetModes = []struct {
+	id, name string
+	step     func(*acquire.Queue) step
+}{
+	{"fleet", "batched locked", batchStep},
+	{"fleet-lease", fmt.Sprintf("lease, claim %d + complete many", batchSize), leaseStep},
+}
+
+// runFleet: batched locked and lease mode with the run's workers spread
+// over 2, 4 and 8 processes against all of them in one process, in the
+// same run. Each row's note gives the entries of slot_available_idx both
+// sides read per slot: one when no search steps over a slot it does not
+// take.
 func runFleet(ctx context.Context, e *env) ([]Row, error) {
 	n := e.size.batch
 	s, grid, err := e.newBenchSeries(ctx, "fleet")
@@ -96,32 +107,34 @@ func runFleet(ctx context.Context, e *env) ([]Row, error) {
 	}
 	defer one.close()
 	var rows []Row
-	for _, p := range fleetProcesses {
-		if p > e.workers {
-			continue
+	for _, mode := range fleetModes {
+		for _, p := range fleetProcesses {
+			if p > e.workers {
+				continue
+			}
+			many, err := e.newFleet(ctx, s, grid, spread(e.workers, p))
+			if err != nil {
+				return nil, err
+			}
+			var read [2][]float64
+			sides, err := e.interleave(ctx,
+				func(ctx context.Context) (float64, error) {
+					return s.drainReading(ctx, grid, n, many, many.steps(mode.step), &read[0])
+				},
+				func(ctx context.Context) (float64, error) {
+					return s.drainReading(ctx, grid, n, one, one.steps(mode.step), &read[1])
+				})
+			many.close()
+			if err != nil {
+				return nil, err
+			}
+			row := newRow(fmt.Sprintf("%s-%d", mode.id, p), fmt.Sprintf("%s, %d workers in %d processes, %s slots", mode.name, e.workers, p, count(n)),
+				throughput("almanac"), throughput(fmt.Sprintf("one process of %d workers", e.workers)), sides[0], sides[1], nil)
+			if len(read[0]) > 0 && len(read[1]) > 0 {
+				row.Note = fmt.Sprintf("slot_available_idx entries read per slot: %.1f in %d processes, %.1f in one", median(read[0]), p, median(read[1]))
+			}
+			rows = append(rows, row)
 		}
-		many, err := e.newFleet(ctx, s, grid, spread(e.workers, p))
-		if err != nil {
-			return nil, err
-		}
-		var read [2][]float64
-		sides, err := e.interleave(ctx,
-			func(ctx context.Context) (float64, error) {
-				return s.drainReading(ctx, grid, n, many, many.steps(), &read[0])
-			},
-			func(ctx context.Context) (float64, error) {
-				return s.drainReading(ctx, grid, n, one, one.steps(), &read[1])
-			})
-		many.close()
-		if err != nil {
-			return nil, err
-		}
-		row := newRow(fmt.Sprintf("fleet-%d", p), fmt.Sprintf("batched locked, %d workers in %d processes, %s slots", e.workers, p, count(n)),
-			throughput("almanac"), throughput(fmt.Sprintf("one process of %d workers", e.workers)), sides[0], sides[1], nil)
-		if len(read[0]) > 0 && len(read[1]) > 0 {
-			row.Note = fmt.Sprintf("slot_available_idx entries read per slot: %.1f in %d processes, %.1f in one", median(read[0]), p, median(read[1]))
-		}
-		rows = append(rows, row)
 	}
 	return rows, nil
 }
