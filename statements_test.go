@@ -62,9 +62,9 @@ func TestEveryStatementIsScopedToOneSeries(t *testing.T) {
 	// ejection, a checkpoint, a skip.
 	markers := map[string]bool{"nextval(": false, "SKIP LOCKED": false, "NOWAIT": false, "data = $6": false, "'SKIP'": false}
 	var problems []string
-	// The slot ranges of migration 003 are keyed by series like the slots,
-	// and distributed with them.
-	slotTable := regexp.QuoteMeta(sqlschema.Quote(db.Schema)) + `\.slot(?:_stored|_compacted)?\b`
+	// The slot ranges of migration 003 and the frontier of migration 007
+	// are keyed by series like the slots, and distributed with them.
+	slotTable := regexp.QuoteMeta(sqlschema.Quote(db.Schema)) + `\.slot(?:_stored|_compacted|_frontier)?\b`
 	touchesSlot := regexp.MustCompile(slotTable)
 	for _, st := range rec.all() {
 		kind, err := classify(st, touchesSlot, series)
@@ -283,11 +283,11 @@ func (r *statementRecorder) seriesNames() map[string]bool {
 var (
 	nameEq     = regexp.MustCompile(`(?:\b\w+\.)?\bname = \$(\d+)`)
 	intervalEq = regexp.MustCompile(`(?:\b\w+\.)?"interval" = \$(\d+)`)
-	insertSlot = regexp.MustCompile(`(?s)^\s*(?:WITH \w+ AS \()?INSERT INTO \S+\.slot \(name, "interval",.*?\bSELECT \$(\d+), \$(\d+),`)
+	insertSlot = regexp.MustCompile(`(?s)^\s*(?:WITH \w+ AS \()?INSERT INTO \S+\.slot(?:_frontier)? \(name, "interval",.*?\bSELECT \$(\d+), \$(\d+),`)
 	// slotRefs finds the references to the slot tables that read them; an
 	// INSERT's target (prefixed INSERT INTO) takes its series from the
 	// values it inserts.
-	slotRefs = regexp.MustCompile(`(?:INSERT INTO )?\S*\.slot(?:_stored|_compacted)?\b`)
+	slotRefs = regexp.MustCompile(`(?:INSERT INTO )?\S*\.slot(?:_stored|_compacted|_frontier)?\b`)
 )
 
 // classify names the kind of a statement, or says why a statement that

@@ -1,6 +1,7 @@
 package acquire
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -48,6 +49,9 @@ const fullSearchEvery = time.Second
 //     (the scheduler calls it when it is told of a re-open or a retry);
 //   - and at least every fullSearchEvery; when that search finds slots
 //     before ahead, the searches after it go on from there.
+//
+// Queues of other processes on the same series have floors of their own;
+// the series' frontier (see frontier) tells their searches apart.
 //
 // A newest-first queue has no floor: the slots that become due arrive at
 // the end of the range, where its searches start.
@@ -160,6 +164,17 @@ func span(slots []Slot) (first, last time.Time, ok bool) {
 	return first, last, ok
 }
 
+// skipTo moves the part reserved for the searches to come to t, when that
+// is further on: a search starts at a block of the series' frontier, and
+// the next one goes on after its part.
+func (f *floor) skipTo(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t.After(f.ahead) {
+		f.ahead = t
+	}
+}
+
 // rewind makes the next search start from the start of the range.
 func (f *floor) rewind() {
 	f.mu.Lock()
@@ -169,17 +184,20 @@ func (f *floor) rewind() {
 }
 
 // searchFrom returns where the queue's next search for n AVAILABLE slots
-// starts, its floor or the start of its range, and the epoch to hand to
+// starts, its floor (or the block of the series' frontier it draws there;
+// see frontier) or the start of its range, and the epoch to hand to
 // floor.advance. A floor past the end of the range (the part reserved for
 // the last slots of a range runs past it) is its end: the search from
-// there finds nothing and looks at the whole range.
-func (q *Queue) searchFrom(n int) (time.Time, uint64) {
+// there finds nothing and looks at the whole range. It first makes the
+// lowering of the frontier the last search asked for.
+func (q *Queue) searchFrom(ctx context.Context, n int) (time.Time, uint64) {
+	q.lowerFrontier(ctx)
 	at, epoch := q.floor.start(n)
 	switch {
 	case at.After(q.to):
 		return q.to, epoch
 	case at.After(q.from):
-		return at, epoch
+		return q.fromFrontier(ctx, at, n), epoch
 	}
 	return q.from, epoch
 }

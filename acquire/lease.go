@@ -200,7 +200,7 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("acquire: claim %d: expected at least 1", n)
 	}
-	lo, epoch := q.searchFrom(n)
+	lo, epoch := q.searchFrom(ctx, n)
 	leases, err := q.claimIn(ctx, n, lo, q.to, true)
 	if err != nil {
 		return nil, err
@@ -219,6 +219,7 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 		}
 	}
 	q.floor.advance(epoch, leaseSlots(leases), whole, short)
+	q.afterSearch(leaseSlots(leases), n, whole, short)
 	sort.Slice(leases, func(i, j int) bool {
 		if q.opts.NewestFirst {
 			return leases[i].Start.After(leases[j].Start)

@@ -129,12 +129,15 @@ func (q *Queue) runBatch(ctx context.Context, max int, h Handler) ([]Result, err
 	var tx pgx.Tx
 	var slots []Slot
 	var xid int64
+	// Where to search is settled before the transaction holds a connection
+	// (see frontier).
+	lo, epoch := q.searchFrom(ctx, max)
 	err := retry.Do(ctx, func(ctx context.Context) error {
 		var err error
 		if tx, err = q.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q.lockedBegin()}); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if slots, xid, err = q.selectLocked(ctx, tx, max); err != nil {
+		if slots, xid, err = q.selectLocked(ctx, tx, max, lo, epoch); err != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 		return err
@@ -215,10 +218,10 @@ func (q *Queue) lockedBegin() string {
 }
 
 // selectLocked locks up to max slots in tx and returns them with the
-// transaction's id: from the queue's floor on, and when that finds fewer
-// than max, from the part of the range before the floor too.
-func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, int64, error) {
-	lo, epoch := q.searchFrom(max)
+// transaction's id: from lo, where searchFrom said the search starts (in
+// epoch), and when that finds fewer than max, from the part of the range
+// before it too.
+func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int, lo time.Time, epoch uint64) ([]Slot, int64, error) {
 	slots, xid, err := q.selectLockedIn(ctx, tx, max, lo, q.to, true)
 	if err != nil {
 		return nil, 0, err
@@ -237,6 +240,7 @@ func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int) ([]Slot, i
 		sort.Slice(slots, func(i, j int) bool { return slots[i].Start.Before(slots[j].Start) })
 	}
 	q.floor.advance(epoch, slots, whole, short)
+	q.afterSearch(slots, max, whole, short)
 	return slots, xid, nil
 }
 

@@ -127,8 +127,10 @@ type Queue struct {
 	held     *budget
 	sql      statements
 	from, to time.Time
-	// floor is where the next search for AVAILABLE slots starts.
-	floor *floor
+	// floor is where the next search for AVAILABLE slots starts, and
+	// frontier the queue's share of the series' frontier.
+	floor    *floor
+	frontier frontier
 
 	// leases are this queue's live leases (see holdings); sharedOwner is
 	// set when Options.Owner was given, and orphans are then left alone.
@@ -226,8 +228,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 // earliest slot its last acquisition took (it does so on its own at least
 // once a second, and whenever that search comes up short); call Rewind when
 // told that slots before that may have become acquirable, by a re-open or a
-// retry, so that they are taken first.
-func (q *Queue) Rewind() { q.floor.rewind() }
+// retry, so that they are taken first, also by the other processes
+// working through the series (see the frontier's documentation).
+func (q *Queue) Rewind() {
+	q.floor.rewind()
+	q.rewindFrontier()
+}
 
 // Series returns the queue's series grid.
 func (q *Queue) Series() slot.Series { return q.grid }

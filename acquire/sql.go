@@ -28,7 +28,9 @@ type statements struct {
 	landed,
 	releaseOrphans,
 	eject,
-	failOutOfBand string
+	failOutOfBand,
+	draw,
+	lower string
 }
 
 // candidates selects up to $3 acquirable slots of the series in [$4, $5)
@@ -476,6 +478,22 @@ RETURNING s.slot_start, s.generation, v.delay_us < 0 AS parked
 SELECT clock_timestamp(), $1, $2, d.slot_start, CASE WHEN d.parked THEN 'parked' ELSE 'failed' END, d.generation,
     $10::uuid, $5, $6, left($8, 1024)
 FROM d`),
+
+		// A draw of a block of $5 parts of $3 slots from the series'
+		// frontier, from part $4 on at the earliest (see frontier); it
+		// returns the block's first part, or nothing when the block would
+		// start at part $6 or later, past the end of the queue's range.
+		// One row per series and part size, written in a transaction of its
+		// own: its lock is held for the statement only.
+		draw: r(`INSERT INTO {{schema}}.slot_frontier (name, "interval", part_slots, next_part)
+SELECT $1, $2, $3, $4::bigint + $5::bigint WHERE $4::bigint < $6::bigint
+ON CONFLICT (name, "interval", part_slots) DO UPDATE SET next_part = greatest(slot_frontier.next_part, $4::bigint) + $5::bigint
+    WHERE greatest(slot_frontier.next_part, $4::bigint) < $6::bigint
+RETURNING next_part - $5::bigint`),
+
+		// Lowering the frontier to part $4 of $3 slots, when it is further.
+		lower: r(`UPDATE {{schema}}.slot_frontier SET next_part = $4
+WHERE name = $1 AND "interval" = $2 AND part_slots = $3 AND next_part > $4::bigint`),
 
 		// An ejection records the run it ended, if the slot was held.
 		eject: r(`WITH target AS (
