@@ -136,6 +136,24 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	res, err := c.Reopen(ctx, locked, from, from.Add(time.Hour), almanac.ReopenOptions{Reason: "late data"})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Reopened)
+
+	// The series' frontier, which a worker draws from, in a transaction of
+	// its own, while its searches come back full: a draw the role could not
+	// make would go unnoticed (the worker falls back on its own floor).
+	backlog, err := c.Series(ctx, "backlog_report", "PT1M", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	_, err = c.Materialize(ctx, backlog, from, from.Add(300*time.Minute), almanac.MaterializeOptions{})
+	require.NoError(t, err)
+	q, err := acquire.New(ctx, runtimePool, backlog, acquire.Options{Schema: schema})
+	require.NoError(t, err)
+	for range 3 {
+		results, err := q.RunBatch(ctx, 100, func(context.Context, pgx.Tx, acquire.Slot) error { return nil })
+		require.NoError(t, err)
+		require.Len(t, results, 100)
+	}
+	var drawn int
+	require.NoError(t, runtimePool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.slot_frontier WHERE name = 'backlog_report'`, schema)).Scan(&drawn))
+	require.Equal(t, 1, drawn, "the runtime role drew from the series' frontier")
 }
 
 // poolAs returns a pool on the test server that logs in as role.
