@@ -53,7 +53,9 @@ const frontierTimeout = time.Second
 //     pays a round trip for it.
 //   - A search that comes back short lowers the frontier to the part of
 //     the earliest slot it took: there is nothing acquirable after where it
-//     started, so the parts after that need no one's search.
+//     started, so the parts after that need no one's search. Only a queue
+//     that has drawn since it last lowered the frontier lowers it, so that
+//     steady state costs nothing here either.
 //   - After Rewind (a re-open or a retry the scheduler was told of), the
 //     first search from the start of the range that takes slots lowers the
 //     frontier to the part of the earliest of them, so that every process's
@@ -167,7 +169,7 @@ func (q *Queue) draw(ctx context.Context, part int64, n int) (int64, bool) {
 	if part >= end {
 		return 0, false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	ctx, cancel := context.WithTimeout(ctx, frontierTimeout)
 	defer cancel()
 	var first int64
 	err := q.pool.QueryRow(ctx, q.sql.draw, q.name, q.interval, n, part, blockOf(n), end).Scan(&first)
@@ -190,7 +192,10 @@ func (q *Queue) afterSearch(slots []Slot, n int, whole, short bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.busy = !short
-	lower := (short && f.drawn) || (whole && f.rewound && took)
+	// Only a queue that has drawn since it last lowered the frontier lowers
+	// it: a series in steady state, whose queues never draw, pays no round
+	// trip for it, however often its scheduler is woken.
+	lower := f.drawn && (short || (whole && f.rewound && took))
 	if whole && took {
 		f.rewound = false
 	}
@@ -224,7 +229,7 @@ func (q *Queue) lowerFrontier(ctx context.Context) {
 	if !lower {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frontierTimeout)
+	ctx, cancel := context.WithTimeout(ctx, frontierTimeout)
 	defer cancel()
 	if _, err := q.pool.Exec(ctx, q.sql.lower, q.name, q.interval, n, to); err != nil {
 		q.opts.Logger.Debug("almanac: lowering the series' frontier failed", "series", q.name, "interval", q.interval, "error", err)

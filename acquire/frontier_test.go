@@ -106,6 +106,15 @@ func TestShortSearchesDrawNothing(t *testing.T) {
 	}
 	_, drawn := frontierAt(t, f, 1_000)
 	require.False(t, drawn, "short searches drew from the frontier")
+	// Nor does a queue that never drew lower it when its scheduler is
+	// woken (Rewind) and its searches from the start of the range take
+	// slots.
+	f.exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE' WHERE slot_start < $1`, f.slotStart(10))
+	q.Rewind()
+	results, err := q.RunBatch(ctx, 1_000, noop)
+	require.NoError(t, err)
+	require.Len(t, results, 10)
+	require.False(t, q.frontier.lower, "a queue that never drew asks to lower the frontier")
 
 	g := newFixture(t, 250)
 	p := g.queue(Options{})
