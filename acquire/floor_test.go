@@ -211,36 +211,16 @@ func TestConcurrentSearchesStepOverNoLockedSlots(t *testing.T) {
 	q := f.queueOn(pool, Options{})
 	q.floor.every = time.Hour
 
-	holding, release := make(chan struct{}), make(chan struct{})
-	type outcome struct {
-		results []Result
-		err     error
-	}
-	first := make(chan outcome, 1)
-	go func() {
-		var once bool
-		results, err := q.RunBatch(ctx, 100, func(context.Context, pgx.Tx, Slot) error {
-			if !once {
-				once = true
-				close(holding)
-				<-release
-			}
-			return nil
-		})
-		first <- outcome{results, err}
-	}()
-	<-holding
-
+	release := holdBatch(q, 100)
 	index := f.schema + ".slot_available_idx"
 	before := pgtest.EntriesRead(t, pool, index)
 	second, err := q.RunBatch(ctx, 100, noop)
 	require.NoError(t, err)
 	read := pgtest.EntriesRead(t, pool, index) - before
-	close(release)
-	held := <-first
+	held, err := release()
 
-	require.NoError(t, held.err)
-	require.Len(t, held.results, 100)
+	require.NoError(t, err)
+	require.Len(t, held, 100)
 	require.Len(t, second, 100)
 	for i, r := range second {
 		require.True(t, r.Slot.Start.Equal(f.slotStart(100+i)), "slot %d of the second batch is %s", i, r.Slot.Start)

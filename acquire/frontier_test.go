@@ -47,37 +47,17 @@ func TestProcessesDrawBlocksOfTheirOwn(t *testing.T) {
 	f.exec(`VACUUM ANALYZE {{schema}}.slot`)
 	a, b := busyProcess(t, f, 0, Options{}), busyProcess(t, f, 0, Options{})
 
-	holding, release := make(chan struct{}), make(chan struct{})
-	type outcome struct {
-		results []Result
-		err     error
-	}
-	held := make(chan outcome, 1)
-	go func() {
-		var once bool
-		results, err := a.RunBatch(ctx, 100, func(context.Context, pgx.Tx, Slot) error {
-			if !once {
-				once = true
-				close(holding)
-				<-release
-			}
-			return nil
-		})
-		held <- outcome{results, err}
-	}()
-	<-holding
-
+	release := holdBatch(a, 100)
 	index := f.schema + ".slot_available_idx"
 	before := pgtest.EntriesRead(t, b.pool, index)
 	second, err := b.RunBatch(ctx, 100, noop)
 	require.NoError(t, err)
 	read := pgtest.EntriesRead(t, b.pool, index) - before
-	close(release)
-	first := <-held
-	require.NoError(t, first.err)
+	first, err := release()
+	require.NoError(t, err)
 
-	require.Len(t, first.results, 100)
-	require.True(t, first.results[0].Slot.Start.Equal(f.slotStart(0)), "the first process starts at its floor")
+	require.Len(t, first, 100)
+	require.True(t, first[0].Slot.Start.Equal(f.slotStart(0)), "the first process starts at its floor")
 	part, ok := a.partOf(f.slotStart(0), 100)
 	require.True(t, ok)
 	block, err := b.grid.Slot((part + blockOf(100)) * 100)

@@ -143,3 +143,33 @@ func writeEffect(ctx context.Context, tx pgx.Tx, schema string, s Slot, mode str
 	_, err := tx.Exec(ctx, effect(schema), s.Start, s.Fence, mode)
 	return err
 }
+
+// holdBatch starts a locked-mode batch of n slots on q whose first handler
+// waits, and returns once the batch holds its slots. release lets it go on
+// and returns what it did.
+func holdBatch(q *Queue, n int) (release func() ([]Result, error)) {
+	holding, done := make(chan struct{}), make(chan struct{})
+	type outcome struct {
+		results []Result
+		err     error
+	}
+	out := make(chan outcome, 1)
+	go func() {
+		var once bool
+		results, err := q.RunBatch(context.Background(), n, func(context.Context, pgx.Tx, Slot) error {
+			if !once {
+				once = true
+				close(holding)
+				<-done
+			}
+			return nil
+		})
+		out <- outcome{results, err}
+	}()
+	<-holding
+	return func() ([]Result, error) {
+		close(done)
+		o := <-out
+		return o.results, o.err
+	}
+}
