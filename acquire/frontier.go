@@ -163,7 +163,7 @@ func (f *frontier) needsDraw(part int64, n int) bool {
 // frontier lies past the end of the queue's range or the draw failed.
 func (q *Queue) draw(ctx context.Context, part int64, n int) (int64, bool) {
 	end := int64(math.MaxInt64) // the first part that starts at or after the end of the range
-	if last, ok := q.partOf(q.to.Add(-time.Microsecond), n); ok && last < math.MaxInt64 {
+	if last, ok := q.partOf(q.to.Add(-time.Microsecond), n); ok {
 		end = last + 1
 	}
 	if part >= end {
@@ -206,7 +206,10 @@ func (q *Queue) afterSearch(slots []Slot, n int, whole, short bool) {
 		return
 	}
 	f.size, f.drawn = 0, false
-	if part, ok := q.partOf(first, n); ok && took {
+	if !took {
+		return
+	}
+	if part, ok := q.partOf(first, n); ok {
 		f.lower, f.lowerSize, f.lowerTo = true, n, part
 	}
 }

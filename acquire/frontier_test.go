@@ -212,3 +212,29 @@ func TestFrontierIsAHint(t *testing.T) {
 		require.True(t, s.Equal(f.slotStart(i)), "run %d was slot %s", i, s)
 	}
 }
+
+// TestDrawsNeedNoSecondConnection: a locked-mode worker draws from the
+// frontier before it takes its transaction's connection, so that a draw
+// never uses the connections kept for completions. Here those are taken,
+// and the one connection the worker may hold is the only one there is:
+// a draw made while the transaction held it would wait for another until
+// it timed out, and fall back on the floor without drawing.
+func TestDrawsNeedNoSecondConnection(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 1_000)
+	pool := pgtest.OwnPool(t, f.db.URL, 1+DefaultReserve, "")
+	q := f.queueOn(pool, Options{})
+	q.floor.every = time.Hour
+	q.floor.at, q.floor.full = f.slotStart(0), time.Now()
+	q.frontier.busy = true
+	for range DefaultReserve {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer c.Release()
+	}
+	results, err := q.RunBatch(ctx, 100, noop)
+	require.NoError(t, err)
+	require.Len(t, results, 100)
+	_, drawn := frontierAt(t, f, 100)
+	require.True(t, drawn, "the worker drew with the one connection it may hold")
+}

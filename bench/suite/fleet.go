@@ -18,8 +18,9 @@ var fleetProcesses = []int{2, 4, 8}
 
 // process is one process of a fleet: a pool and a queue of its own, as a
 // separate process of the same program has. A queue's floor, where its
-// searches start (acquire's floor.go), is its own, so the processes'
-// searches are coordinated by the rows' locks only.
+// searches start (acquire's floor.go), is its own; the processes split a
+// backlog through the series' frontier (acquire's frontier.go), which
+// they reach only through the database, as separate processes do.
 type process struct {
 	pool    *pgxpool.Pool
 	q       *acquire.Queue
