@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -103,6 +104,7 @@ func TestQuick(t *testing.T) {
 		require.Len(t, r.Engine.Samples, 2, "row %s", r.ID)
 		require.Len(t, r.Baseline.Samples, 2, "row %s", r.ID)
 		require.Positive(t, r.Ratio, "row %s", r.ID)
+		requireAligned(t, r.Line())
 		if r.Scenario == "locked" || r.Scenario == "batch" || r.Scenario == "lease" {
 			require.NotNil(t, r.Ceiling, "row %s has its pgbench ceiling: %s", r.ID, r.Note)
 			require.Len(t, r.Ceiling.Samples, 2, "row %s", r.ID)
@@ -114,6 +116,17 @@ func TestQuick(t *testing.T) {
 		require.NoError(t, err)
 		requireXML(t, b)
 	}
+}
+
+// requireAligned checks that a streamed row's last column (its result)
+// starts where the header's does, so that no column of the row is wider
+// than Line allows.
+func requireAligned(t *testing.T, line string) {
+	t.Helper()
+	header := suite.HeaderLine()
+	want := utf8.RuneCountInString(header[:strings.LastIndex(header, "result")])
+	last := strings.LastIndex(line, " ") + 1
+	require.Equal(t, want, utf8.RuneCountInString(line[:last]), "a column is too wide for the streamed rows:\n%s\n%s", header, line)
 }
 
 func requireXML(t *testing.T, b []byte) {
