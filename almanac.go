@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -127,7 +128,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
 	}
-	if err := coverage.CheckActor(opts.Actor); err != nil {
+	if err := input.CheckActor(opts.Actor); err != nil {
 		return nil, fmt.Errorf("Options.Actor: %w", err)
 	}
 	c := &Client{pool: pool, opts: opts, covs: map[string]*coverage.Client{},

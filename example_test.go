@@ -21,7 +21,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if err := client.Migrate(ctx); err != nil {
+	if _, err := client.Migrate(ctx); err != nil {
 		panic(err)
 	}
 	reports, err := client.Series(ctx, "sensor_report", "PT5M", almanac.SeriesOptions{TimeZone: "UTC"})

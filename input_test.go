@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
-	"github.com/almanacdev/almanac/slot"
 )
 
 // statementCounter is a pgx tracer that counts the statements a pool runs.
@@ -47,7 +47,7 @@ func TestClientRefusesBadInputBeforeSQL(t *testing.T) {
 	to := from.Add(time.Hour)
 
 	counter.n.Store(0)
-	for _, bad := range []string{"bad\xff", "nul\x00", strings.Repeat("r", slot.MaxReasonLen+1), "\u202eevil"} {
+	for _, bad := range []string{"bad\xff", "nul\x00", strings.Repeat("r", input.MaxReasonLen+1), "\u202eevil"} {
 		_, err := c.Reopen(ctx, s, from, to, almanac.ReopenOptions{Reason: bad})
 		require.ErrorIs(t, err, almanac.ErrInvalid, "%q", bad)
 		_, err = c.SkipRange(ctx, s, from, to, almanac.SkipOptions{Reason: bad})
@@ -55,9 +55,10 @@ func TestClientRefusesBadInputBeforeSQL(t *testing.T) {
 	}
 	for _, bad := range []string{"report\u200b", "\u202etroper", "a\u2028b"} {
 		_, err := c.Series(ctx, bad, "PT5M", almanac.SeriesOptions{})
-		require.ErrorIs(t, err, slot.ErrName, "%q", bad)
+		require.ErrorIs(t, err, input.ErrName, "%q", bad)
 	}
 	_, err = c.Series(ctx, "ancient", "P8000Y", almanac.SeriesOptions{})
-	require.ErrorIs(t, err, slot.ErrInterval)
+	require.ErrorIs(t, err, almanac.ErrInvalid)
+	require.ErrorContains(t, err, "invalid interval")
 	require.Zero(t, counter.n.Load(), "no statement ran")
 }

@@ -2,57 +2,28 @@ package almanac
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
 )
 
 // Schema management. The schema is embedded, versioned SQL (package
 // migrations); teams that apply migrations with their own tool print it
-// with MigrationSQL.
-
-// DefaultSchema is the schema almanac uses when none is configured.
-const DefaultSchema = sqlschema.Default
+// with migrations.SQL (`almanac migrate sql`).
 
 // Migration is one versioned step of the schema and when it was applied
-// (AppliedAt zero while pending).
-type Migration = migrations.State
-
-// CheckSchema reports whether name can hold almanac's tables: a valid
-// identifier that is not a system schema (pg_catalog, information_schema,
-// any pg_ name). Errors wrap ErrInvalid's schema counterpart.
-func CheckSchema(name string) error { return sqlschema.Check(name) }
-
-// MigrationName returns the name of a schema version as its files are
-// named, e.g. "001_initial", or the bare number of an unknown version.
-func MigrationName(version int) string {
-	for _, m := range migrations.All() {
-		if m.Version == version {
-			return fmt.Sprintf("%03d_%s", m.Version, m.Name)
-		}
-	}
-	return fmt.Sprintf("%03d", version)
-}
-
-// LatestMigration is the schema version this code expects.
-func LatestMigration() int { return migrations.Latest() }
+// (AppliedAt, zero while pending). Its fields are documented at
+// migrations.Migration, where the schema's steps are defined.
+type Migration = migrations.Migration
 
 // Migrate creates or upgrades almanac's tables in the schema and returns
-// the versions it applied. It is safe to run from every instance at
-// start-up, concurrently, and when the schema is current it only reads the
-// version table, so a role that cannot change the schema may run it (see
-// MigrationGrants for the two roles).
+// the versions it applied (none when the schema is current). It is safe to
+// run from every instance at start-up, concurrently, and when the schema is
+// current it only reads the version table, so a role that cannot change the
+// schema may run it (see migrations.Grants for the two roles).
 //
 // Like every call of the Client, it retries transient faults within
 // Options.RetryBudget.
-func (c *Client) Migrate(ctx context.Context) error {
-	_, err := c.MigrateUp(ctx)
-	return err
-}
-
-// MigrateUp is Migrate that also returns the versions it applied.
-func (c *Client) MigrateUp(ctx context.Context) ([]int, error) {
+func (c *Client) Migrate(ctx context.Context) ([]int, error) {
 	ctx = c.call(ctx)
 	if err := c.checkPool(ctx); err != nil {
 		return nil, err
@@ -101,15 +72,4 @@ func (c *Client) RequireMigrated(ctx context.Context) error {
 		return err
 	}
 	return migrations.Require(ctx, c.pool, c.opts.Schema)
-}
-
-// MigrationSQL returns every up migration for schema as one plain SQL
-// script, with the statements that record each version.
-func MigrationSQL(schema string) (string, error) { return migrations.SQL(schema) }
-
-// MigrationGrants returns the SQL that gives a runtime role (workers,
-// coverage operations) and a migration role (Migrate) the privileges they
-// need on schema, and no more.
-func MigrationGrants(schema, runtime, migrator string) (string, error) {
-	return migrations.Grants(schema, runtime, migrator)
 }

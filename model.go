@@ -19,48 +19,6 @@ import (
 // its ParseSlot reads a slot's text form.
 type Series = slot.Series
 
-// Interval is an ISO-8601 duration made of calendar parts (years, months,
-// weeks, days, added in the series' zone) and clock parts (hours, minutes,
-// seconds, absolute). Its String is the canonical text: PT60M is PT1H.
-type Interval = slot.Interval
-
-// ParseInterval reads an ISO-8601 duration such as PT5M, P1D or P1M. Zero,
-// negative and fractional calendar parts are refused; errors wrap
-// ErrInvalid and name the text.
-func ParseInterval(text string) (Interval, error) { return slot.ParseInterval(text) }
-
-// LoadZone loads an IANA time zone by name; "" is UTC. Errors wrap
-// ErrInvalid.
-func LoadZone(name string) (*time.Location, error) { return slot.LoadZone(name) }
-
-// ParseTime reads an instant: RFC 3339 with an offset, or a local date or
-// date and time (2026-03-01, 2026-03-01T06:00) read in loc, a series' zone.
-// Errors wrap ErrInvalid, name the text and, for a local reading, the zone.
-func ParseTime(text string, loc *time.Location) (time.Time, error) { return slot.ParseTime(text, loc) }
-
-// CheckTime reports whether text is a time ParseTime reads in some zone,
-// before the zone is known (as before a series is loaded).
-func CheckTime(text string) error { return slot.CheckTime(text) }
-
-// FormatTime prints t as slot texts do: RFC 3339 with the offset of t's
-// location, fractional seconds only when nonzero.
-func FormatTime(t time.Time) string { return slot.FormatTime(t) }
-
-// CheckName reports whether name can name a new series: 1 to 200 bytes of
-// valid UTF-8 without control or invisible characters. Errors wrap
-// ErrInvalid.
-func CheckName(name string) error { return slot.CheckName(name) }
-
-// CheckReason reports whether text can be stored as a reason (re-open, skip):
-// valid UTF-8, at most 1 KiB, no control characters but tab and newline, no
-// invisible characters. Errors wrap ErrInvalid.
-func CheckReason(text string) error { return slot.CheckReason(text) }
-
-// PrintableName returns name as it should be shown to people: unchanged,
-// or quoted with escapes when it holds invisible, control or look-alike
-// space characters, so that two different names never look the same.
-func PrintableName(name string) string { return slot.PrintableName(name) }
-
 // The working of a slot.
 
 // Slot is what a handler sees of the slot it holds: its bounds and text
@@ -181,8 +139,3 @@ func CheckEnv(entry string) error { return scheduler.CheckEnv(entry) }
 // DefaultReopenReason is the message of re-opened slots when
 // ReopenOptions.Reason is empty.
 const DefaultReopenReason = coverage.DefaultReopenReason
-
-// CheckActor reports whether actor can name who works through a Client in
-// the slots' history (Options.Actor): one line of at most 200 bytes, no
-// control or invisible characters. Errors wrap ErrInvalid.
-func CheckActor(actor string) error { return coverage.CheckActor(actor) }

@@ -9,8 +9,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/telemetry"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // What a Client tells operators besides its workers' events (package
@@ -73,7 +75,7 @@ func (c *Client) noteOp(ctx context.Context, op string, s Series, from, to time.
 	if actor == "" {
 		actor = "(database role)"
 	}
-	args := []any{"series", s.Name(), "interval", s.Interval().String(), "from", FormatTime(from), "to", FormatTime(to),
+	args := []any{"series", s.Name(), "interval", s.Interval().String(), "from", slot.FormatTime(from), "to", slot.FormatTime(to),
 		"slots", n, "actor", actor}
 	if reason != "" {
 		args = append(args, "reason", reason)
@@ -150,7 +152,7 @@ const DefaultFailuresLimit = coverage.DefaultFailuresLimit
 // are left out. Errors for an empty range wrap ErrInvalid.
 func (c *Client) Failures(ctx context.Context, opts FailuresOptions) ([]Failure, bool, error) {
 	if opts.Name != "" {
-		if err := CheckName(opts.Name); err != nil {
+		if err := input.CheckName(opts.Name); err != nil {
 			return nil, false, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // Coverage operations. Each works on one registered series over a
@@ -365,7 +366,7 @@ func checkReason(reason string) error {
 	if reason == "" {
 		return nil
 	}
-	return CheckReason(reason)
+	return input.CheckReason(reason)
 }
 
 // coverage returns the coverage client of s, created (and s checked against

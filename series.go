@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -49,7 +50,7 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 // connection and it was found registered. A series registered with another
 // zone or origin is an error wrapping ErrSeriesConflict.
 func (c *Client) AddSeries(ctx context.Context, grid Series) (SeriesInfo, bool, error) {
-	if err := slot.CheckName(grid.Name()); err != nil {
+	if err := input.CheckName(grid.Name()); err != nil {
 		return SeriesInfo{}, false, err
 	}
 	ctx = c.call(ctx)
@@ -64,7 +65,7 @@ func (c *Client) AddSeries(ctx context.Context, grid Series) (SeriesInfo, bool, 
 // interval (ISO-8601) and placement, checked like Client.Series does.
 // Errors wrap ErrInvalid.
 func NewSeries(name, interval string, opts SeriesOptions) (Series, error) {
-	if err := slot.CheckName(name); err != nil {
+	if err := input.CheckName(name); err != nil {
 		return Series{}, err
 	}
 	iv, err := slot.ParseInterval(interval)

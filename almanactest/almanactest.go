@@ -112,7 +112,7 @@ func Client(tb testing.TB, opts almanac.Options) *almanac.Client {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	if err := c.Migrate(ctx); err != nil {
+	if _, err := c.Migrate(ctx); err != nil {
 		tb.Fatalf("almanactest: migrate schema %s: %v", opts.Schema, err)
 	}
 	tb.Cleanup(func() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // Statuses RequireStatus knows besides the stored ones (almanac.StatusAvailable,
@@ -33,7 +34,7 @@ func RequireStatus(tb testing.TB, c *almanac.Client, s almanac.Series, t time.Ti
 	defer cancel()
 	h, err := c.History(ctx, s, t)
 	if err != nil {
-		tb.Fatalf("almanactest: read the slot of series %s at %s: %v", s.Name(), almanac.FormatTime(t), err)
+		tb.Fatalf("almanactest: read the slot of series %s at %s: %v", s.Name(), slot.FormatTime(t), err)
 		return
 	}
 	got := statusOf(h)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -88,7 +89,7 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
 	}
-	if err := CheckActor(opts.Actor); err != nil {
+	if err := input.CheckActor(opts.Actor); err != nil {
 		return nil, err
 	}
 	def, err := seriesdb.Get(ctx, db, opts.Schema, grid.Name(), grid.Interval())

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/sqlschema"
-	"github.com/almanacdev/almanac/slot"
 )
 
 // FailedSlot is a slot whose last run failed: it waits for a retry, or it
@@ -51,7 +51,7 @@ LIMIT $5`
 // range or limit wrap slot.ErrInvalid.
 func (c *Client) FailedSlots(ctx context.Context, from, to time.Time, limit int) ([]FailedSlot, error) {
 	if limit < 1 || limit > MaxFailedSlots {
-		return nil, slot.NewInputError(fmt.Sprintf("failed slots limit %d: expected 1 to %d", limit, MaxFailedSlots))
+		return nil, input.Kind(fmt.Sprintf("failed slots limit %d: expected 1 to %d", limit, MaxFailedSlots))
 	}
 	from, to, _, err := c.checkRange(from, to)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -105,7 +106,7 @@ type Heatmap struct {
 // Status. Memory is O(gaps + buckets).
 func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (Heatmap, error) {
 	if buckets < 1 || buckets > MaxHeatmapBuckets {
-		return Heatmap{}, slot.NewInputError(fmt.Sprintf("heatmap buckets %d: expected 1 to %d", buckets, MaxHeatmapBuckets))
+		return Heatmap{}, input.Kind(fmt.Sprintf("heatmap buckets %d: expected 1 to %d", buckets, MaxHeatmapBuckets))
 	}
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {

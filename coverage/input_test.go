@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac/slot"
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // countingDB counts every statement and transaction a Client starts.
@@ -43,7 +43,7 @@ func (d *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 // TestReasonsAreCheckedBeforeAnySQL: a reason with invalid UTF-8 reached
 // PostgreSQL and came back as a raw driver error, and a 1 MB reason was
 // stored on every slot of the range. Reasons are refused with an error
-// wrapping slot.ErrReason before any statement runs.
+// wrapping input.ErrReason before any statement runs.
 func TestReasonsAreCheckedBeforeAnySQL(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, series(t, "reasons", "PT5M", "UTC", utc("2026-01-01T00:00:00Z")), Options{})
@@ -56,20 +56,20 @@ func TestReasonsAreCheckedBeforeAnySQL(t *testing.T) {
 	db := &countingDB{DB: f.db.Pool}
 	c, err := New(ctx, db, f.grid, Options{Schema: f.db.Schema})
 	require.NoError(t, err)
-	for _, bad := range []string{"bad\xffutf8", "nul\x00", "esc\x1b[2J", strings.Repeat("x", slot.MaxReasonLen+1), "\u202eevil", "zero\u200bwidth"} {
+	for _, bad := range []string{"bad\xffutf8", "nul\x00", "esc\x1b[2J", strings.Repeat("x", input.MaxReasonLen+1), "\u202eevil", "zero\u200bwidth"} {
 		db.n.Store(0)
 		_, err := c.Reopen(ctx, from, to, ReopenOptions{Reason: bad})
-		require.ErrorIs(t, err, slot.ErrReason, "%q", bad)
+		require.ErrorIs(t, err, input.ErrReason, "%q", bad)
 		_, err = c.Skip(ctx, from, to, SkipOptions{Reason: bad})
-		require.ErrorIs(t, err, slot.ErrReason, "%q", bad)
+		require.ErrorIs(t, err, input.ErrReason, "%q", bad)
 		_, err = c.Materialize(ctx, to, to.Add(time.Hour), MaterializeOptions{SkipReason: bad})
-		require.ErrorIs(t, err, slot.ErrReason, "%q", bad)
+		require.ErrorIs(t, err, input.ErrReason, "%q", bad)
 		require.Zero(t, db.n.Load(), "%q: no statement ran", bad)
 	}
 	require.Equal(t, before, f.rows(from, to), "nothing was written")
 
 	// The longest reason is stored whole; tabs and newlines are kept.
-	long := strings.Repeat("é", slot.MaxReasonLen/2-1) + "\t\n"
+	long := strings.Repeat("é", input.MaxReasonLen/2-1) + "\t\n"
 	res, err := c.Reopen(ctx, from, from.Add(5*time.Minute), ReopenOptions{Reason: long})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Reopened)

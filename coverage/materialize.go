@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/wake"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -27,7 +28,7 @@ type MaterializeOptions struct {
 	// gives up on slots missed during downtime keeps the hole visible this
 	// way. Existing slots are left alone as always (see the Skip method of
 	// Client to skip those too). Each slot inserted gets a 'skipped' event
-	// in its history. It must pass slot.CheckReason.
+	// in its history. It must pass input.CheckReason.
 	SkipReason string
 	// Progress, if set, is called after each chunk.
 	Progress ProgressFunc
@@ -65,7 +66,7 @@ type MaterializeResult struct {
 // by Gaps once vacuumed; autovacuum does that after large inserts, or run
 // VACUUM on the slot table yourself after a big backfill.
 func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts MaterializeOptions) (MaterializeResult, error) {
-	if err := slot.CheckReason(opts.SkipReason); err != nil {
+	if err := input.CheckReason(opts.SkipReason); err != nil {
 		return MaterializeResult{}, err
 	}
 	from, to, total, err := c.checkRange(from, to)

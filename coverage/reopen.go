@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/wake"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -27,9 +28,9 @@ const DefaultReopenReason = "reopened"
 // slots.
 type ReopenOptions struct {
 	// Reason is stored in the message of every re-opened slot and in its
-	// history. Default DefaultReopenReason. It must pass slot.CheckReason
+	// history. Default DefaultReopenReason. It must pass input.CheckReason
 	// (valid UTF-8, no control characters but tab and newline, no invisible
-	// characters, at most slot.MaxReasonLen bytes).
+	// characters, at most input.MaxReasonLen bytes).
 	Reason string
 	// States are the statuses to re-open: StatusComplete, StatusSkip or
 	// both. Default both.
@@ -83,7 +84,7 @@ type ReopenResult struct {
 // if one fails, the chunks before it stay re-opened. The notification is
 // sent in the last chunk's transaction.
 func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts ReopenOptions) (ReopenResult, error) {
-	if err := slot.CheckReason(opts.Reason); err != nil {
+	if err := input.CheckReason(opts.Reason); err != nil {
 		return ReopenResult{}, err
 	}
 	from, to, total, err := c.checkRange(from, to)

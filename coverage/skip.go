@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/almanacdev/almanac/slot"
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // DefaultSkipReason is the message of skipped slots when SkipOptions.Reason
@@ -16,7 +16,7 @@ const DefaultSkipReason = "skipped"
 // SkipOptions tune Skip. The zero value skips.
 type SkipOptions struct {
 	// Reason is stored in the message of every slot skipped and in its
-	// history. Default DefaultSkipReason. It must pass slot.CheckReason.
+	// history. Default DefaultSkipReason. It must pass input.CheckReason.
 	Reason string
 	// DryRun reports what would be skipped, and changes nothing.
 	DryRun bool
@@ -55,7 +55,7 @@ type SkipResult struct {
 // each holding the series' writer lock that Materialize takes, so the two
 // never insert the same slot.
 func (c *Client) Skip(ctx context.Context, from, to time.Time, opts SkipOptions) (SkipResult, error) {
-	if err := slot.CheckReason(opts.Reason); err != nil {
+	if err := input.CheckReason(opts.Reason); err != nil {
 		return SkipResult{}, err
 	}
 	from, to, total, err := c.checkRange(from, to)

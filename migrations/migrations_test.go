@@ -34,7 +34,7 @@ func TestUpDownStatus(t *testing.T) {
 	require.ErrorIs(t, migrations.Require(ctx, pool, schema), migrations.ErrNotMigrated)
 	states, err := migrations.Status(ctx, pool, schema)
 	require.NoError(t, err)
-	require.False(t, states[0].Applied())
+	require.False(t, !states[0].AppliedAt.IsZero())
 
 	applied, err := migrations.Up(ctx, pool, schema)
 	require.NoError(t, err)

@@ -7,11 +7,11 @@ import (
 	"strings"
 
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/slot"
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // ErrBadEnv is wrapped by the errors of CheckEnv.
-var ErrBadEnv = slot.NewInputError("invalid environment entry")
+var ErrBadEnv = input.Kind("invalid environment entry")
 
 // defaultEnv lists the variables a Command gets from the scheduler's
 // environment without being asked, besides every LC_* variable: what

@@ -6,7 +6,7 @@
 //
 // # The grid
 //
-// A series has an interval, a time zone and an origin (DefaultOrigin:
+// A series has an interval, a time zone and an origin (defaultOrigin:
 // 2000-01-01T00:00 local, or Monday 2000-01-03 for whole weeks). Slot n
 // starts at origin + n·interval and ends where slot n+1 starts. The
 // multiplication is done from the origin every time, so monthly slots from
@@ -52,20 +52,13 @@
 //
 // Boundaries lie between MinTime() and MaxTime() (within the years 1 to 9999)
 // with microsecond precision, PostgreSQL's. A slot exists only when both its
-// start and its end do: an interval is at most MaxInterval (P1000Y), an
+// start and its end do: an interval is at most P1000Y, an
 // origin's first slot must end by MaxTime(), and a range holding the start of
 // a slot that would end after it is refused. Dates are written with hyphens
 // (2026-03-01); the ISO 8601 basic format (20260301) is refused, never
 // guessed at.
 //
-// Names (CheckName) and reasons (CheckReason) are text people read in
-// listings, so they may not hold control characters (reasons may hold tabs
-// and newlines) or invisible ones — zero-width and bidirectional-control
-// characters, the rest of Unicode category Cf, U+2028 and U+2029 — which
-// would let two different names look alike. A reason is at most
-// MaxReasonLen (1 KiB).
-//
-// Every error for bad input wraps ErrInvalid and a specific kind
-// (ErrInterval, ErrTime, ErrSlot, ErrReason, ...), and names the offending
-// value, escaped.
+// Every error for bad input matches ErrInvalid (errors.Is), says which kind
+// of input was wrong (an invalid interval, time, zone, slot or range) and
+// names the offending value, escaped.
 package slot

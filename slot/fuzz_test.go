@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/almanacdev/almanac/slot"
 )
@@ -116,59 +114,6 @@ func mod(a, b int64) int64 {
 	return m
 }
 
-// FuzzCheckName: a name is accepted only when every character prints as
-// itself, and the error names it escaped on one line.
-func FuzzCheckName(f *testing.F) {
-	for _, s := range []string{"report", "", "a\x00b", "sensor\u200b", "\u202eroper", "Grüße", "a\u2028b", "bad\xff", strings.Repeat("n", 201)} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, name string) {
-		err := slot.CheckName(name)
-		if err != nil {
-			oneLineInvalid(t, name, err, slot.ErrName)
-			return
-		}
-		if name == "" || len(name) > slot.MaxNameLen || !utf8.ValidString(name) {
-			t.Fatalf("%q accepted", name)
-		}
-		for _, r := range name {
-			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-				t.Fatalf("%q accepted with %U", name, r)
-			}
-		}
-		if _, err := slot.NewSeries(name, slot.MustParseInterval("PT5M"), nil, time.Time{}); err != nil {
-			t.Fatalf("%q passes CheckName but not NewSeries: %v", name, err)
-		}
-	})
-}
-
-// FuzzCheckReason: a reason is accepted only when it is at most 1 KiB of
-// UTF-8 without control characters but tab and newline, and without
-// invisible characters.
-func FuzzCheckReason(f *testing.F) {
-	for _, s := range []string{"late invoices", "", "tab\tnewline\n", "cr\r", "bad\xff", "\u202e", strings.Repeat("é", 513)} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, reason string) {
-		err := slot.CheckReason(reason)
-		if err != nil {
-			oneLineInvalid(t, reason, err, slot.ErrReason)
-			if !utf8.ValidString(err.Error()) || len(err.Error()) > 300 {
-				t.Fatalf("the error for %q is not short valid UTF-8: %q", reason, err)
-			}
-			return
-		}
-		if len(reason) > slot.MaxReasonLen || !utf8.ValidString(reason) {
-			t.Fatalf("%q accepted", reason)
-		}
-		for _, r := range reason {
-			if r != '\t' && r != '\n' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029') {
-				t.Fatalf("%q accepted with %U", reason, r)
-			}
-		}
-	})
-}
-
 // FuzzCheckTime: CheckTime accepts every text ParseTime reads in some zone,
 // and refuses only texts ParseTime refuses in every zone.
 func FuzzCheckTime(f *testing.F) {
@@ -204,29 +149,6 @@ func FuzzLoadZone(f *testing.F) {
 		}
 		if name != "" && loc.String() != name || name == "Local" {
 			t.Fatalf("%q loaded as %s", name, loc)
-		}
-	})
-}
-
-// FuzzPrintableName: a printed name shows no invisible or control character
-// raw, and two different names never print alike.
-func FuzzPrintableName(f *testing.F) {
-	for _, s := range [][2]string{{"sensor", "sensor\u200b"}, {"\u202erosnes", "sensor"}, {`"sensor"`, "sensor"},
-		{`"sensor\u200b"`, "sensor\u200b"}, {"sensor ", "sensor"}, {"sensor\u00a0", "sensor "}, {"\xff", "\ufffd"}} {
-		f.Add(s[0], s[1])
-	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		pa, pb := slot.PrintableName(a), slot.PrintableName(b)
-		if a != b && pa == pb {
-			t.Fatalf("%q and %q both print as %s", a, b, pa)
-		}
-		if !utf8.ValidString(pa) {
-			t.Fatalf("%q prints as invalid UTF-8", a)
-		}
-		for _, r := range pa {
-			if !unicode.IsGraphic(r) || unicode.IsSpace(r) && r != ' ' {
-				t.Fatalf("%q prints with %U raw: %s", a, r, pa)
-			}
 		}
 	})
 }

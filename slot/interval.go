@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/almanacdev/almanac/internal/input"
+
 	"github.com/sosodev/duration"
 )
 
@@ -21,7 +23,7 @@ import (
 //   - P7D is P1W: a week is seven calendar days, so the two step through
 //     the calendar identically. A days-only interval that is a whole number
 //     of weeks is written in weeks (P14D prints as P2W) and, like P1W, its
-//     default origin is a Monday (see DefaultOrigin).
+//     default origin is a Monday (see defaultOrigin).
 //   - PT60M is PT1H and PT90S is PT1M30S: clock parts are one duration.
 //
 // Calendar and clock parts are never folded into each other: P1D is not
@@ -37,7 +39,7 @@ type Interval struct {
 
 // Limits on intervals. The supported years (minTime to maxTime, about 9,999
 // years) must hold several slots of every series, so an interval is at most
-// MaxInterval long, and its clock part at most the longest time.Duration,
+// maxInterval long, and its clock part at most the longest time.Duration,
 // about 292 years, so that Interval.Clock never overflows.
 const (
 	// micros in a mean Gregorian year (365.2425 days) and a mean month
@@ -45,17 +47,17 @@ const (
 	yearMicros  = 31_556_952e6
 	monthMicros = yearMicros / 12
 	dayMicros   = 86_400e6
-	// maxNominal is the length of MaxInterval, P1000Y.
+	// maxNominal is the length of maxInterval, P1000Y.
 	maxNominal = 1000 * yearMicros
 	maxMonths  = maxNominal / monthMicros
 	maxDays    = maxNominal / dayMicros
 	maxMicros  = math.MaxInt64 / 1000
 )
 
-// MaxInterval is the longest interval, P1000Y. An interval's length is
+// maxInterval is the longest interval, P1000Y. An interval's length is
 // compared in mean Gregorian years of 365.2425 days (a month is a twelfth of
 // one), so P12000M and P365242D are accepted and P1000Y1D is not.
-const MaxInterval = "P1000Y"
+const maxInterval = "P1000Y"
 
 // ParseInterval parses an ISO-8601 duration such as PT5M, PT1H, P1D, P1W,
 // P1M, P3M, P1Y or P1DT12H and returns it in canonical form.
@@ -63,12 +65,12 @@ const MaxInterval = "P1000Y"
 // Accepted: the designators Y, M, W, D, T, H, M, S in that order, each at most
 // once, with whole numbers of ASCII digits; the clock part's last (smallest)
 // component may have a decimal fraction written with '.' (PT1.5H is PT1H30M),
-// down to whole microseconds. Rejected, with an error that wraps ErrInterval
+// down to whole microseconds. Rejected, with an error that wraps errInterval
 // and names the input: anything else, zero, negative durations, and
 // fractional years, months, weeks or days (their length depends on the date).
 func ParseInterval(text string) (Interval, error) {
 	bad := func(why string, args ...any) (Interval, error) {
-		return Interval{}, fmt.Errorf("%w %q: %s", ErrInterval, abbreviate(text), fmt.Sprintf(why, args...))
+		return Interval{}, fmt.Errorf("%w %q: %s", errInterval, input.Abbreviate(text), fmt.Sprintf(why, args...))
 	}
 	if strings.HasPrefix(text, "-") {
 		return bad("negative; expected a positive duration such as PT5M or P1D")
@@ -88,7 +90,7 @@ func ParseInterval(text string) (Interval, error) {
 			return bad("fractional %s (%g); calendar parts must be whole numbers because their length depends on the date", part.unit, part.v)
 		}
 	}
-	tooLong := "too large: longer than " + MaxInterval + ", the longest interval (years of 365.2425 days), so that the supported years 0001 to 9999 hold several slots"
+	tooLong := "too large: longer than " + maxInterval + ", the longest interval (years of 365.2425 days), so that the supported years 0001 to 9999 hold several slots"
 	if d.Years > maxMonths/12 || d.Months > maxMonths || d.Weeks > maxDays/7 || d.Days > maxDays {
 		return bad("%s", tooLong)
 	}
@@ -181,7 +183,7 @@ func checkDurationSyntax(s string) string {
 			j++
 		}
 		if j == i {
-			return fmt.Sprintf("expected a number at %q", abbreviate(s[i:]))
+			return fmt.Sprintf("expected a number at %q", input.Abbreviate(s[i:]))
 		}
 		fractional := false
 		if j < len(s) && (s[j] == '.' || s[j] == ',') {
@@ -198,7 +200,7 @@ func checkDurationSyntax(s string) string {
 			j, fractional = k, true
 		}
 		if j == len(s) {
-			return fmt.Sprintf("number %s has no designator", abbreviate(s[i:]))
+			return fmt.Sprintf("number %s has no designator", input.Abbreviate(s[i:]))
 		}
 		at := strings.IndexByte(designators[next:], s[j])
 		if at < 0 {
@@ -303,7 +305,7 @@ func (iv Interval) weeksOnly() bool { return iv.months == 0 && iv.micros == 0 &&
 // MarshalText implements encoding.TextMarshaler with the canonical form.
 func (iv Interval) MarshalText() ([]byte, error) {
 	if iv.IsZero() {
-		return nil, fmt.Errorf("%w: zero interval", ErrInterval)
+		return nil, fmt.Errorf("%w: zero interval", errInterval)
 	}
 	return []byte(iv.String()), nil
 }

@@ -6,7 +6,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
-	"unicode/utf8"
+
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // Series is the grid of slots of one series: a name, an interval, a time
@@ -27,53 +28,9 @@ type Series struct {
 	wall     civil     // origin's wall-clock reading in loc
 }
 
-// MaxNameLen is the longest series name, in bytes.
-const MaxNameLen = 200
-
-// CheckName reports whether name can name a new series: 1 to MaxNameLen
-// bytes of UTF-8 without control characters (NUL cannot be stored in
-// PostgreSQL text; tabs and newlines would make logs and tables ambiguous)
-// and without invisible characters — format characters (Unicode category
-// Cf: zero-width spaces and joiners, bidirectional controls, the byte order
-// mark, the soft hyphen) and the separators U+2028 and U+2029 — so that two
-// different series never print alike. Quotes, semicolons and any other
-// printable character are fine: names are only ever passed to the database
-// as parameters. Errors wrap ErrName and name the name, escaped.
-func CheckName(name string) error {
-	if err := checkStoredName(name); err != nil {
-		return err
-	}
-	for _, r := range name {
-		if isInvisible(r) {
-			return fmt.Errorf("%w %q: contains invisible character %U; a name must print as what it is", ErrName, abbreviate(name), r)
-		}
-	}
-	return nil
-}
-
-// checkStoredName is what any stored series name satisfies: CheckName
-// without the rule on invisible characters, which a series registered by
-// another tool may contain and must stay usable with.
-func checkStoredName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty; expected a name such as sensor_report", ErrName)
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w %q: %d bytes; expected at most %d", ErrName, abbreviate(name), len(name), MaxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w %q: not valid UTF-8", ErrName, abbreviate(name))
-	}
-	for _, r := range name {
-		if isControl(r) {
-			return fmt.Errorf("%w %q: contains control character %U", ErrName, abbreviate(name), r)
-		}
-	}
-	return nil
-}
-
 // LoadZone returns the IANA time zone called name ("" means UTC). "Local" is
 // refused: its meaning depends on the machine, and every instance of a
-// fleet must compute the same slots. Errors wrap ErrZone.
+// fleet must compute the same slots. Errors wrap errZone.
 //
 // Slot boundaries follow the zone rules of the tz database the process
 // loads (the system's, or the copy embedded by importing time/tzdata when
@@ -85,16 +42,16 @@ func LoadZone(name string) (*time.Location, error) {
 		return time.UTC, nil
 	}
 	if name == "Local" {
-		return nil, fmt.Errorf("%w %q: depends on the machine; expected an IANA name such as UTC or Europe/Berlin", ErrZone, name)
+		return nil, fmt.Errorf("%w %q: depends on the machine; expected an IANA name such as UTC or Europe/Berlin", errZone, name)
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: unknown; expected an IANA name such as UTC, Europe/Berlin or America/New_York", ErrZone, abbreviate(name))
+		return nil, fmt.Errorf("%w %q: unknown; expected an IANA name such as UTC, Europe/Berlin or America/New_York", errZone, input.Abbreviate(name))
 	}
 	return loc, nil
 }
 
-// DefaultOrigin returns the origin a series gets when none is given:
+// defaultOrigin returns the origin a series gets when none is given:
 // 2000-01-01T00:00 local time in loc, or for intervals made only of weeks
 // (P1W, P2W, P14D) Monday 2000-01-03T00:00, so weekly slots run Monday to
 // Monday.
@@ -103,7 +60,7 @@ func LoadZone(name string) (*time.Location, error) {
 // origin's offset, and several zones changed by a fraction of an hour before
 // 2000 (Asia/Kathmandu went from +05:30 to +05:45 in 1986). With a 2000
 // origin, PT1H slots in Kathmandu start on the local hour.
-func DefaultOrigin(iv Interval, loc *time.Location) time.Time {
+func defaultOrigin(iv Interval, loc *time.Location) time.Time {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -115,7 +72,7 @@ func DefaultOrigin(iv Interval, loc *time.Location) time.Time {
 }
 
 // NewSeries returns the grid of series name with interval iv in loc (nil
-// means UTC). A zero origin means DefaultOrigin(iv, loc). The origin must be
+// means UTC). A zero origin means defaultOrigin(iv, loc). The origin must be
 // a whole number of microseconds, the precision PostgreSQL stores, and its
 // slot (slot 0, [origin, origin + iv)) must lie within [MinTime(), MaxTime()].
 // Errors wrap ErrInvalid.
@@ -131,32 +88,32 @@ func DefaultOrigin(iv Interval, loc *time.Location) time.Time {
 // hour in one season and at half past in the other. Choose a calendar
 // interval (P1D) or accept the shifted alignment there.
 func NewSeries(name string, iv Interval, loc *time.Location, origin time.Time) (Series, error) {
-	if err := checkStoredName(name); err != nil {
+	if err := input.CheckStoredName(name); err != nil {
 		return Series{}, err
 	}
 	if iv.IsZero() {
-		return Series{}, fmt.Errorf("%w: zero interval; use ParseInterval", ErrInterval)
+		return Series{}, fmt.Errorf("%w: zero interval; use ParseInterval", errInterval)
 	}
 	if loc == nil {
 		loc = time.UTC
 	}
 	if loc.String() == "Local" {
-		return Series{}, fmt.Errorf("%w %q: depends on the machine; expected an IANA zone", ErrZone, "Local")
+		return Series{}, fmt.Errorf("%w %q: depends on the machine; expected an IANA zone", errZone, "Local")
 	}
 	if origin.IsZero() {
-		origin = DefaultOrigin(iv, loc)
+		origin = defaultOrigin(iv, loc)
 	}
 	if !inLimits(origin) {
-		return Series{}, fmt.Errorf("%w: origin %s is outside the supported years 0001-01-02 to 9999-12-31", ErrTime, origin.Format(time.RFC3339))
+		return Series{}, fmt.Errorf("%w: origin %s is outside the supported years 0001-01-02 to 9999-12-31", errTime, origin.Format(time.RFC3339))
 	}
 	if origin.Nanosecond()%1000 != 0 {
-		return Series{}, fmt.Errorf("%w: origin %s is finer than a microsecond", ErrTime, origin.Format(time.RFC3339Nano))
+		return Series{}, fmt.Errorf("%w: origin %s is finer than a microsecond", errTime, origin.Format(time.RFC3339Nano))
 	}
 	origin = origin.In(loc)
 	s := Series{name: name, interval: iv, loc: loc, origin: origin, wall: civilOf(origin)}
 	if _, pos := s.start(1); pos != 0 {
 		return Series{}, fmt.Errorf("%w: origin %s: its first %s slot would end after %s, the last supported instant; expected an origin at least one interval earlier",
-			ErrTime, FormatTime(origin), iv, FormatTime(maxTime))
+			errTime, FormatTime(origin), iv, FormatTime(maxTime))
 	}
 	return s, nil
 }
@@ -176,18 +133,18 @@ func (s Series) Origin() time.Time { return s.origin }
 // String describes the series, e.g. "sensor_report PT5M (UTC, origin
 // 2000-01-01T00:00:00Z)", with the name as PrintableName shows it.
 func (s Series) String() string {
-	return fmt.Sprintf("%s %s (%s, origin %s)", PrintableName(s.name), s.interval, s.loc, FormatTime(s.origin))
+	return fmt.Sprintf("%s %s (%s, origin %s)", input.PrintableName(s.name), s.interval, s.loc, FormatTime(s.origin))
 }
 
 // Slot returns slot n of the grid (slot 0 starts at the origin; n may be
-// negative). It returns an error wrapping ErrRange when the slot lies outside
+// negative). It returns an error wrapping errRange when the slot lies outside
 // [MinTime(), MaxTime()], and ErrNoSlot when the zone skipped slot n's local
 // date entirely, leaving it empty.
 func (s Series) Slot(n int64) (Slot, error) {
 	start, pos := s.start(n)
 	end, endPos := s.start(n + 1)
 	if pos != 0 || endPos != 0 {
-		return Slot{}, fmt.Errorf("%w: slot %d of %s lies outside the supported years 0001-01-02 to 9999-12-31", ErrRange, n, s.name)
+		return Slot{}, fmt.Errorf("%w: slot %d of %s lies outside the supported years 0001-01-02 to 9999-12-31", errRange, n, s.name)
 	}
 	if !end.After(start) {
 		return Slot{}, fmt.Errorf("%w: slot %d of %s would start and end at %s because %s skipped that local date",
@@ -197,12 +154,12 @@ func (s Series) Slot(n int64) (Slot, error) {
 }
 
 // Floor returns the slot that contains t: the one with Start <= t < End.
-// It returns an error wrapping ErrRange when t or that slot lies outside
+// It returns an error wrapping errRange when t or that slot lies outside
 // [MinTime(), MaxTime()]. For clock intervals it costs O(1); for calendar
 // intervals a few boundary computations around an estimate.
 func (s Series) Floor(t time.Time) (Slot, error) {
 	if !inLimits(t) {
-		return Slot{}, fmt.Errorf("%w: %s is outside the supported years 0001-01-02 to 9999-12-31", ErrRange, t.Format(time.RFC3339))
+		return Slot{}, fmt.Errorf("%w: %s is outside the supported years 0001-01-02 to 9999-12-31", errRange, t.Format(time.RFC3339))
 	}
 	return s.Slot(s.floorIndex(t))
 }
@@ -211,7 +168,7 @@ func (s Series) Floor(t time.Time) (Slot, error) {
 func (s Series) Next(sl Slot) (Slot, error) {
 	end, pos := s.start(s.floorIndex(sl.Start) + 1)
 	if pos != 0 {
-		return Slot{}, fmt.Errorf("%w: the slot after %s lies outside the supported years", ErrRange, sl)
+		return Slot{}, fmt.Errorf("%w: the slot after %s lies outside the supported years", errRange, sl)
 	}
 	return s.Floor(end)
 }
@@ -225,19 +182,19 @@ func (s Series) Prev(sl Slot) (Slot, error) {
 // CheckRange validates the half-open range [from, to) for an operation and
 // returns how many slots start in it. The range must not be reversed, must
 // lie within [MinTime(), MaxTime()], must not hold the start of a slot that ends
-// after maxTime (such a slot does not exist: Slot returns ErrRange for it),
+// after maxTime (such a slot does not exist: Slot returns errRange for it),
 // and must hold at most max slots (max <= 0 means no maximum). Errors wrap
-// ErrRange or ErrTooManySlots.
+// errRange or ErrTooManySlots.
 //
 // No range can hold more slots than an int64 counts: the supported years
 // span 3.2e17 microseconds, the shortest possible interval.
 func (s Series) CheckRange(from, to time.Time, max int64) (int64, error) {
 	if to.Before(from) {
-		return 0, fmt.Errorf("%w: reversed, from %s is after to %s", ErrRange, FormatTime(from), FormatTime(to))
+		return 0, fmt.Errorf("%w: reversed, from %s is after to %s", errRange, FormatTime(from), FormatTime(to))
 	}
 	for _, t := range []time.Time{from, to} {
 		if !inLimits(t) {
-			return 0, fmt.Errorf("%w: %s is outside the supported years 0001-01-02 to 9999-12-31", ErrRange, t.Format(time.RFC3339))
+			return 0, fmt.Errorf("%w: %s is outside the supported years 0001-01-02 to 9999-12-31", errRange, t.Format(time.RFC3339))
 		}
 	}
 	n := s.count(from, to)
@@ -248,7 +205,7 @@ func (s Series) CheckRange(from, to time.Time, max int64) (int64, error) {
 		if _, pos := s.start(last + 1); pos != 0 {
 			start, _ := s.start(last)
 			return n, fmt.Errorf("%w: [%s, %s) holds the %s slot starting %s, which would end after %s, the last supported instant; expected an end at most %s",
-				ErrRange, FormatTime(from), FormatTime(to), s.interval, FormatTime(start), FormatTime(maxTime), FormatTime(start))
+				errRange, FormatTime(from), FormatTime(to), s.interval, FormatTime(start), FormatTime(maxTime), FormatTime(start))
 		}
 	}
 	if max > 0 && n > max {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -383,12 +384,12 @@ func TestNewSeriesRejects(t *testing.T) {
 		origin time.Time
 		want   error
 	}{
-		{"", iv, nil, time.Time{}, slot.ErrName},
-		{"a\x00b", iv, nil, time.Time{}, slot.ErrName},
-		{"tab\there", iv, nil, time.Time{}, slot.ErrName},
-		{"line\nbreak", iv, nil, time.Time{}, slot.ErrName},
-		{string(make([]byte, 201)), iv, nil, time.Time{}, slot.ErrName},
-		{"bad\xffutf8", iv, nil, time.Time{}, slot.ErrName},
+		{"", iv, nil, time.Time{}, input.ErrName},
+		{"a\x00b", iv, nil, time.Time{}, input.ErrName},
+		{"tab\there", iv, nil, time.Time{}, input.ErrName},
+		{"line\nbreak", iv, nil, time.Time{}, input.ErrName},
+		{string(make([]byte, 201)), iv, nil, time.Time{}, input.ErrName},
+		{"bad\xffutf8", iv, nil, time.Time{}, input.ErrName},
 		{"ok", slot.Interval{}, nil, time.Time{}, slot.ErrInterval},
 		{"ok", iv, time.Local, time.Time{}, slot.ErrZone},
 		{"ok", iv, nil, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), slot.ErrTime},

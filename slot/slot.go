@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // Slot is one interval of a series: [Start, End). Start and End are in the
@@ -40,10 +42,10 @@ func (sl Slot) Duration() time.Duration { return sl.End.Sub(sl.Start) }
 // an offset (any offset naming the same instant is accepted; String always
 // prints the zone's own), must be a boundary of the series' grid, and the
 // interval must be the series' interval, or the end exactly one slot after
-// the start. Errors wrap ErrSlot and name the text.
+// the start. Errors wrap errSlot and name the text.
 func (s Series) ParseSlot(text string) (Slot, error) {
 	bad := func(why string, args ...any) (Slot, error) {
-		return Slot{}, fmt.Errorf("%w %q: %s", ErrSlot, abbreviate(text), fmt.Sprintf(why, args...))
+		return Slot{}, fmt.Errorf("%w %q: %s", errSlot, input.Abbreviate(text), fmt.Sprintf(why, args...))
 	}
 	startText, rest, ok := strings.Cut(text, "/")
 	if !ok || strings.Contains(rest, "/") {
@@ -84,7 +86,7 @@ func (s Series) ParseSlot(text string) (Slot, error) {
 // slot error reads as one sentence.
 func unwrapInput(err error) string {
 	msg := err.Error()
-	for _, kind := range []error{ErrTime, ErrInterval, ErrRange} {
+	for _, kind := range []error{errTime, errInterval, errRange} {
 		msg = strings.TrimPrefix(msg, kind.Error()+" ")
 		msg = strings.TrimPrefix(msg, kind.Error()+": ")
 	}

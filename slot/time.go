@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // The supported instants. Every slot boundary lies in [minTime, maxTime]: a
@@ -52,7 +54,7 @@ func FormatTime(t time.Time) string {
 // spelling in the message, never read as something else.
 //
 // The instant must lie in [minTime, maxTime] and be a whole number of
-// microseconds. Errors wrap ErrTime and name the input; an error about a
+// microseconds. Errors wrap errTime and name the input; an error about a
 // local reading names the zone it was read in.
 func ParseTime(text string, loc *time.Location) (time.Time, error) {
 	r, err := readTime(text)
@@ -63,7 +65,7 @@ func ParseTime(text string, loc *time.Location) (time.Time, error) {
 		return r.t, checkLimits(text, r.t, "")
 	}
 	if loc == nil {
-		return time.Time{}, fmt.Errorf("%w %q: missing offset; %s", ErrTime, abbreviate(text), expectedRFC3339)
+		return time.Time{}, fmt.Errorf("%w %q: missing offset; %s", errTime, input.Abbreviate(text), expectedRFC3339)
 	}
 	t := resolve(civilOf(r.t), loc)
 	return t, checkLimits(text, t, loc.String())
@@ -73,7 +75,7 @@ func ParseTime(text string, loc *time.Location) (time.Time, error) {
 // its syntax, its calendar (2026-02-29 does not exist) and its precision,
 // and for an instant with an offset its limits. Whether a local reading
 // lies within [minTime, maxTime] depends on the zone it is read in and is
-// left to ParseTime. Errors wrap ErrTime and name the input.
+// left to ParseTime. Errors wrap errTime and name the input.
 //
 // It lets a program refuse a malformed time before it knows the zone, for
 // instance before it has loaded a series.
@@ -100,7 +102,7 @@ type reading struct {
 // readTime checks the syntax, calendar and precision of a time text.
 func readTime(text string) (reading, error) {
 	bad := func(why string) (reading, error) {
-		return reading{}, fmt.Errorf("%w %q: %s", ErrTime, abbreviate(text), why)
+		return reading{}, fmt.Errorf("%w %q: %s", errTime, input.Abbreviate(text), why)
 	}
 	if extended, ok := basicToExtended(text); ok {
 		return bad("ISO 8601 basic format, which almanac does not read; write it as " + extended)
@@ -145,7 +147,7 @@ func checkLimits(text string, t time.Time, zone string) error {
 	if zone != "" {
 		how = " read in " + zone + " is " + FormatTime(t.UTC()) + ","
 	}
-	return fmt.Errorf("%w %q:%s outside the supported years; expected a time between 0001-01-02 and 9999-12-31 UTC", ErrTime, abbreviate(text), how)
+	return fmt.Errorf("%w %q:%s outside the supported years; expected a time between 0001-01-02 and 9999-12-31 UTC", errTime, input.Abbreviate(text), how)
 }
 
 // basicToExtended recognizes a date, or date and time, in the ISO 8601

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // maxFailures is how many failed slots the page lists for a range.
@@ -48,7 +50,7 @@ func (s *server) summaries(r *http.Request) ([]summary, error) {
 	out := make([]summary, 0, len(infos))
 	for _, info := range infos {
 		g := info.Series
-		sm := summary{Name: g.Name(), Shown: almanac.PrintableName(g.Name()), Interval: g.Interval().String(),
+		sm := summary{Name: g.Name(), Shown: input.PrintableName(g.Name()), Interval: g.Interval().String(),
 			Zone: g.Location().String(), Query: seriesQuery(g)}
 		sm.Href = template.URL("#" + sm.Query) // built by url.Values.Encode: nothing to escape
 		from, to, ok, err := s.client.Extent(ctx, g)
@@ -152,7 +154,7 @@ func (s *server) target(r *http.Request, get func(string) string) (target, error
 		at  *time.Time
 	}{{"from", &t.from}, {"to", &t.to}} {
 		if text := get(p.key); text != "" {
-			if *p.at, err = almanac.ParseTime(text, t.series.Location()); err != nil {
+			if *p.at, err = slot.ParseTime(text, t.series.Location()); err != nil {
 				return target{}, fmt.Errorf("%s: %w", p.key, err)
 			}
 		}
@@ -208,16 +210,16 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 		var h almanac.Heatmap
 		var at time.Time
 		if h, at, err = s.heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r)); err == nil {
-			out := heatmap{Series: t.series.Name(), Shown: almanac.PrintableName(t.series.Name()),
+			out := heatmap{Series: t.series.Name(), Shown: input.PrintableName(t.series.Name()),
 				Interval: t.series.Interval().String(), Zone: t.series.Location().String(),
-				From: almanac.FormatTime(h.From), To: almanac.FormatTime(h.To), FromText: human(h.From), ToText: human(h.To), Unit: h.Unit, Step: h.Step,
+				From: slot.FormatTime(h.From), To: slot.FormatTime(h.To), FromText: human(h.From), ToText: human(h.To), Unit: h.Unit, Step: h.Step,
 				Rows: layout(h, t.series.Interval()), Total: countsOf(h.Total),
 				OldestOpen: human(h.OldestOpen), LastCompleted: human(h.LastCompleted),
-				Whole: span{almanac.FormatTime(t.lo), almanac.FormatTime(t.hi)}}
+				Whole: span{slot.FormatTime(t.lo), slot.FormatTime(t.hi)}}
 			out.Covered = out.Total.covered()
 			out.AsOf = at.In(t.series.Location()).Format("15:04:05 MST")
 			if a, b, ok := enclosing(h.From, h.To, t.lo, t.hi); ok {
-				out.Up = &span{almanac.FormatTime(a), almanac.FormatTime(b)}
+				out.Up = &span{slot.FormatTime(a), slot.FormatTime(b)}
 			}
 			writeJSON(w, out)
 			return
@@ -259,7 +261,7 @@ func (s *server) apiFailures(w http.ResponseWriter, r *http.Request) {
 				if f.Parked {
 					state = "parked"
 				}
-				out[i] = failure{Slot: almanac.FormatTime(f.Start), SlotText: human(f.Start), State: state,
+				out[i] = failure{Slot: slot.FormatTime(f.Start), SlotText: human(f.Start), State: state,
 					Attempts: f.Attempts, FailCount: f.FailCount, Message: f.Message, At: human(f.At),
 					NotBefore: human(f.NotBefore)}
 			}
@@ -291,7 +293,7 @@ func (s *server) apiHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	var at time.Time
 	if err == nil {
-		at, err = almanac.ParseTime(q.Get("slot"), t.series.Location())
+		at, err = slot.ParseTime(q.Get("slot"), t.series.Location())
 	}
 	var h almanac.History
 	if err == nil {
@@ -354,7 +356,7 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: a reason is required (it is kept in the slots' history)", almanac.ErrInvalid)
 	}
 	if err == nil {
-		err = almanac.CheckReason(reason)
+		err = input.CheckReason(reason)
 	}
 	var result string
 	if err == nil {
@@ -385,7 +387,7 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cache.clear()
 	s.opts.Logger.Info("almanac web: action", "action", action, "series", t.series.String(),
-		"from", almanac.FormatTime(t.from), "to", almanac.FormatTime(t.to), "reason", reason,
+		"from", slot.FormatTime(t.from), "to", slot.FormatTime(t.to), "reason", reason,
 		"remote", r.RemoteAddr, "result", result)
 	writeJSON(w, map[string]any{"result": result})
 }

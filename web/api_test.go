@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/slot"
 	"github.com/almanacdev/almanac/web"
 )
 
@@ -82,7 +83,7 @@ func TestAPI(t *testing.T) {
 		Current   any
 		Compacted struct{ State string }
 	}
-	require.Equal(t, 200, getJSON(t, srv.URL+"/api/history?series=orders&interval=PT1H&slot="+url.QueryEscape(almanac.FormatTime(f.at(28, 3))), &hs))
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/history?series=orders&interval=PT1H&slot="+url.QueryEscape(slot.FormatTime(f.at(28, 3))), &hs))
 	require.Nil(t, hs.Current)
 	require.Equal(t, "complete", hs.Compacted.State)
 }
@@ -93,7 +94,7 @@ func TestActionsNeedTokenAndCSRF(t *testing.T) {
 	f := seed(t)
 	srv := f.serve(t, web.Options{AllowActions: true, Token: testToken})
 	form := url.Values{"action": {"skip"}, "series": {"orders"}, "interval": {"PT1H"},
-		"from": {almanac.FormatTime(f.day(32))}, "to": {almanac.FormatTime(f.at(32, 2))}, "reason": {"no orders on April 1"}}
+		"from": {slot.FormatTime(f.day(32))}, "to": {slot.FormatTime(f.at(32, 2))}, "reason": {"no orders on April 1"}}
 	post := func(form url.Values, headers map[string]string) (int, string) {
 		req, err := http.NewRequest("POST", srv.URL+"/api/action", strings.NewReader(form.Encode()))
 		require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/slot"
 	"github.com/almanacdev/almanac/web"
 )
 
@@ -192,7 +192,7 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, p.text(`#history-rows tr[data-event="parked"]`), parkMessage)
 	// The picture for the docs: the whole series, the parked slot selected
 	// and its history open.
-	slot := strings.ReplaceAll(almanac.FormatTime(f.at(29, 10)), "+", "%2B")
+	slot := strings.ReplaceAll(slot.FormatTime(f.at(29, 10)), "+", "%2B")
 	p.drawn(chromedp.Navigate(srv.URL + "/" + f.hash(time.Time{}, time.Time{}) + "&slot=" + slot))
 	p.do(chromedp.Click(chromedp.CSS(`#grid .cell[data-state="parked"]`)))
 	require.Equal(t, "Sun 2026-03-29 10:00 CEST", p.text("#sel-range"))

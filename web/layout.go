@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // The states a cell is drawn in, most urgent first: a cell takes the color
@@ -78,7 +79,7 @@ type row struct {
 
 // rowUnit is the unit that groups cells of unit into rows, for a series of
 // interval iv.
-func rowUnit(unit string, iv almanac.Interval) string {
+func rowUnit(unit string, iv slot.Interval) string {
 	switch unit {
 	case almanac.UnitSlot:
 		switch {
@@ -134,7 +135,7 @@ func rowLabel(unit string, t time.Time) string {
 }
 
 // cellText returns a cell's short text and its label in words.
-func cellText(unit string, step int, b almanac.HeatmapBucket, iv almanac.Interval) (string, string) {
+func cellText(unit string, step int, b almanac.HeatmapBucket, iv slot.Interval) (string, string) {
 	t := b.Start
 	switch unit {
 	case almanac.UnitSlot:
@@ -171,19 +172,19 @@ func cellText(unit string, step int, b almanac.HeatmapBucket, iv almanac.Interva
 }
 
 // layout groups a heatmap's buckets into rows.
-func layout(h almanac.Heatmap, iv almanac.Interval) []row {
+func layout(h almanac.Heatmap, iv slot.Interval) []row {
 	ru := rowUnit(h.Unit, iv)
 	var rows []row
 	for _, b := range h.Buckets {
 		label := rowLabel(ru, b.Start)
 		if len(rows) == 0 || rows[len(rows)-1].Label != label {
-			rows = append(rows, row{Label: label, From: almanac.FormatTime(b.Start)})
+			rows = append(rows, row{Label: label, From: slot.FormatTime(b.Start)})
 		}
 		r := &rows[len(rows)-1]
-		r.To = almanac.FormatTime(b.End)
+		r.To = slot.FormatTime(b.End)
 		short, long := cellText(h.Unit, h.Step, b, iv)
 		c := countsOf(b)
-		r.Cells = append(r.Cells, cell{From: almanac.FormatTime(b.Start), To: almanac.FormatTime(b.End),
+		r.Cells = append(r.Cells, cell{From: slot.FormatTime(b.Start), To: slot.FormatTime(b.End),
 			Short: short, Label: long, State: c.state(), counts: c})
 	}
 	return rows

@@ -14,6 +14,7 @@ import (
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
+	"github.com/almanacdev/almanac/slot"
 	"github.com/almanacdev/almanac/web"
 )
 
@@ -113,7 +114,7 @@ func (f *fixture) serve(t testing.TB, opts web.Options) *httptest.Server {
 func (f *fixture) hash(from, to time.Time) string {
 	h := "#series=orders&interval=PT1H"
 	if !from.IsZero() {
-		h += "&from=" + strings.ReplaceAll(almanac.FormatTime(from), "+", "%2B") + "&to=" + strings.ReplaceAll(almanac.FormatTime(to), "+", "%2B")
+		h += "&from=" + strings.ReplaceAll(slot.FormatTime(from), "+", "%2B") + "&to=" + strings.ReplaceAll(slot.FormatTime(to), "+", "%2B")
 	}
 	return h
 }

@@ -37,7 +37,7 @@ func (e *env) newSchema(ctx context.Context, tag string) (*schema, error) {
 	s := &schema{e: e, name: name}
 	c, err := almanac.New(e.admin, almanac.Options{Schema: name})
 	if err == nil {
-		err = c.Migrate(ctx)
+		_, err = c.Migrate(ctx)
 	}
 	if err != nil {
 		s.drop()

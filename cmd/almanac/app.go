@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
 // Exit codes, a contract with scripts (the root command's help lists them).
@@ -186,7 +187,7 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	flags := root.PersistentFlags()
 	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
-	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+almanac.DefaultSchema+")")
+	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+sqlschema.Default+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
 	flags.StringVar(&a.poolerText, "pooler", "auto",
 		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
@@ -217,10 +218,10 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("schema") {
 		a.schema = a.getenv("ALMANAC_SCHEMA")
 		if a.schema == "" {
-			a.schema = almanac.DefaultSchema
+			a.schema = sqlschema.Default
 		}
 	}
-	if err := almanac.CheckSchema(a.schema); err != nil {
+	if err := sqlschema.Check(a.schema); err != nil {
 		return usageError(fmt.Errorf("--schema: %w", err))
 	}
 	if !cmd.Flags().Changed("pooler") && a.getenv("ALMANAC_POOLER") != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/slot"
 )
 
 type compactResult struct {
@@ -55,7 +56,7 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				if age, err = parseAge(olderThan); err != nil {
 					return err
 				}
-			} else if err := almanac.CheckTime(before); err != nil {
+			} else if err := slot.CheckTime(before); err != nil {
 				return usageError(fmt.Errorf("--before: %w", err))
 			}
 			if len(args) == 0 && interval != "" {
@@ -85,7 +86,7 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				opts.Before = time.Now().Add(-age)
 			} else {
 				var err error
-				if opts.Before, err = almanac.ParseTime(before, loc); err != nil {
+				if opts.Before, err = slot.ParseTime(before, loc); err != nil {
 					return usageError(fmt.Errorf("--before: %w", err))
 				}
 			}

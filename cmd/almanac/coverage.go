@@ -14,7 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/progress"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // defaultMaxSlots is the default of --max-slots: a range larger than this
@@ -44,34 +46,34 @@ than --max-slots slots are refused.`
 
 // check validates the command line before anything connects: name,
 // interval, and what can be checked of the times before the series' zone is
-// known from the database (almanac.CheckTime). Every error is a usage error
+// known from the database (slot.CheckTime). Every error is a usage error
 // naming the bad value.
-func (f *rangeFlags) check(name string, needRange bool) (almanac.Interval, error) {
-	if err := almanac.CheckName(name); err != nil {
-		return almanac.Interval{}, usageError(err)
+func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
+	if err := input.CheckName(name); err != nil {
+		return slot.Interval{}, usageError(err)
 	}
 	if f.interval == "" {
-		return almanac.Interval{}, usagef("--interval is required, e.g. --interval PT5M")
+		return slot.Interval{}, usagef("--interval is required, e.g. --interval PT5M")
 	}
-	iv, err := almanac.ParseInterval(f.interval)
+	iv, err := slot.ParseInterval(f.interval)
 	if err != nil {
-		return almanac.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
+		return slot.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
 	}
 	if needRange && (f.from == "" || f.to == "") {
-		return almanac.Interval{}, usagef("--from and --to are required, e.g. --from 2026-03-01 --to 2026-03-02")
+		return slot.Interval{}, usagef("--from and --to are required, e.g. --from 2026-03-01 --to 2026-03-02")
 	}
 	if (f.from == "") != (f.to == "") {
-		return almanac.Interval{}, usagef("give both --from and --to, or neither")
+		return slot.Interval{}, usagef("give both --from and --to, or neither")
 	}
 	if f.maxSlots <= 0 {
-		return almanac.Interval{}, usagef("--max-slots %d: expected a positive number", f.maxSlots)
+		return slot.Interval{}, usagef("--max-slots %d: expected a positive number", f.maxSlots)
 	}
 	for _, t := range []struct{ flag, text string }{{"--from", f.from}, {"--to", f.to}} {
 		if t.text == "" {
 			continue
 		}
-		if err := almanac.CheckTime(t.text); err != nil {
-			return almanac.Interval{}, usageError(fmt.Errorf("%s: %w", t.flag, err))
+		if err := slot.CheckTime(t.text); err != nil {
+			return slot.Interval{}, usageError(fmt.Errorf("%s: %w", t.flag, err))
 		}
 	}
 	return iv, nil
@@ -80,10 +82,10 @@ func (f *rangeFlags) check(name string, needRange bool) (almanac.Interval, error
 // resolve reads the range in the series' zone and checks it: not reversed,
 // at most --max-slots slots.
 func (f *rangeFlags) resolve(grid almanac.Series) (from, to time.Time, err error) {
-	if from, err = almanac.ParseTime(f.from, grid.Location()); err != nil {
+	if from, err = slot.ParseTime(f.from, grid.Location()); err != nil {
 		return from, to, usageError(fmt.Errorf("--from: %w", err))
 	}
-	if to, err = almanac.ParseTime(f.to, grid.Location()); err != nil {
+	if to, err = slot.ParseTime(f.to, grid.Location()); err != nil {
 		return from, to, usageError(fmt.Errorf("--to: %w", err))
 	}
 	return from, to, f.checkSize(grid, from, to)
@@ -119,8 +121,8 @@ func (a *app) openRange(ctx context.Context, rf *rangeFlags, name string) (c *al
 // the history as made by --actor (default: the operator, user@host). An
 // unknown series is bad input (exit 2), like any other name that does not
 // exist.
-func (a *app) openSeries(ctx context.Context, name string, iv almanac.Interval) (*almanac.Client, almanac.Series, error) {
-	if err := almanac.CheckActor(a.actor); err != nil {
+func (a *app) openSeries(ctx context.Context, name string, iv slot.Interval) (*almanac.Client, almanac.Series, error) {
+	if err := input.CheckActor(a.actor); err != nil {
 		return nil, almanac.Series{}, usageError(fmt.Errorf("--actor: %w", err))
 	}
 	c, err := a.connectMigrated(ctx)
@@ -149,7 +151,7 @@ func (a *app) operator() string {
 	}
 	host, _ := os.Hostname()
 	actor := name + "@" + host
-	if name == "" || host == "" || almanac.CheckActor(actor) != nil {
+	if name == "" || host == "" || input.CheckActor(actor) != nil {
 		return ""
 	}
 	return actor
@@ -181,7 +183,7 @@ func toRangeJSON(grid almanac.Series, from, to time.Time) rangeJSON {
 
 // formatIn prints t in the series' zone, the form slot texts use.
 func formatIn(grid almanac.Series, t time.Time) string {
-	return almanac.FormatTime(t.In(grid.Location()))
+	return slot.FormatTime(t.In(grid.Location()))
 }
 
 // optionalTime prints t in the series' zone, or null when zero.
@@ -197,7 +199,7 @@ func optionalTime(grid almanac.Series, t time.Time) *string {
 // and the range as read: "billing P1D (Europe/Berlin) in
 // [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00)".
 func describeRange(grid almanac.Series, from, to time.Time) string {
-	return fmt.Sprintf("%s %s (%s) in [%s, %s)", almanac.PrintableName(grid.Name()), grid.Interval(), grid.Location(), formatIn(grid, from), formatIn(grid, to))
+	return fmt.Sprintf("%s %s (%s) in [%s, %s)", input.PrintableName(grid.Name()), grid.Interval(), grid.Location(), formatIn(grid, from), formatIn(grid, to))
 }
 
 // heldJSON is the machine form of a slot left alone because it is held.

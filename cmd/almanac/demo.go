@@ -72,7 +72,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if err := client.Migrate(ctx); err != nil {
+	if _, err := client.Migrate(ctx); err != nil {
 		return err
 	}
 

@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/slot"
 )
 
 type failuresResult struct {
@@ -62,7 +64,7 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 			ctx := cmd.Context()
 			var opts almanac.FailuresOptions
 			if len(args) == 1 {
-				if err := almanac.CheckName(args[0]); err != nil {
+				if err := input.CheckName(args[0]); err != nil {
 					return usageError(err)
 				}
 				opts.Name = args[0]
@@ -74,7 +76,7 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 				if t.text == "" {
 					continue
 				}
-				v, err := almanac.ParseTime(t.text, time.UTC)
+				v, err := slot.ParseTime(t.text, time.UTC)
 				if err != nil {
 					return usageError(fmt.Errorf("--%s: %w", t.flag, err))
 				}
@@ -97,7 +99,7 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 					return fmt.Errorf("failures: %w", err)
 				}
 				if !slices.ContainsFunc(list, func(s almanac.SeriesInfo) bool { return s.Series.Name() == opts.Name }) {
-					return usageError(fmt.Errorf("%w: no series is named %s", almanac.ErrUnknownSeries, almanac.PrintableName(opts.Name)))
+					return usageError(fmt.Errorf("%w: no series is named %s", almanac.ErrUnknownSeries, input.PrintableName(opts.Name)))
 				}
 			}
 			list, more, err := c.Failures(ctx, opts)
@@ -107,10 +109,10 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 			out := failuresResult{Failures: []failureJSON{}, More: more}
 			for _, f := range list {
 				// A slot's text, as status and history print it.
-				j := failureJSON{Name: f.Name, Interval: f.Interval, Slot: almanac.FormatTime(f.Start) + "/" + f.Interval, Parked: f.Parked, Attempts: f.Attempts,
-					FailCount: f.FailCount, Message: f.Message, At: almanac.FormatTime(f.At)}
+				j := failureJSON{Name: f.Name, Interval: f.Interval, Slot: slot.FormatTime(f.Start) + "/" + f.Interval, Parked: f.Parked, Attempts: f.Attempts,
+					FailCount: f.FailCount, Message: f.Message, At: slot.FormatTime(f.At)}
 				if !f.NotBefore.IsZero() {
-					s := almanac.FormatTime(f.NotBefore)
+					s := slot.FormatTime(f.NotBefore)
 					j.RetryAt = &s
 				}
 				out.Failures = append(out.Failures, j)
@@ -151,7 +153,7 @@ func (a *app) printFailures(res failuresResult) error {
 		} else if f.RetryAt != nil {
 			retry = *f.RetryAt
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", almanac.PrintableName(f.Name), f.Slot, state, f.Attempts, f.FailCount,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", input.PrintableName(f.Name), f.Slot, state, f.Attempts, f.FailCount,
 			retry, f.At, oneLine(f.Message))
 	}
 	if res.More {

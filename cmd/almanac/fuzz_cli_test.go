@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/migrations"
@@ -43,20 +43,20 @@ func withDay(args ...string) []string {
 	return append(args, "--from", "2026-03-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z")
 }
 
-// nameErr is slot.CheckName, but a word starting with "-" is read as a
+// nameErr is input.CheckName, but a word starting with "-" is read as a
 // flag, which may be --help: no claim is made about those.
 func nameErr(v string) error {
 	if strings.HasPrefix(v, "-") {
 		return nil
 	}
-	return slot.CheckName(v)
+	return input.CheckName(v)
 }
 
 func skipReasonErr(v string) error {
 	if strings.TrimSpace(v) == "" {
 		return errors.New("required")
 	}
-	return slot.CheckReason(v)
+	return input.CheckReason(v)
 }
 
 func durationErr(flag string) func(string) error {
@@ -79,7 +79,7 @@ func originErr(v string) error {
 var flagCases = []flagCase{
 	{"reopen --reason", func(v string) []string {
 		return withDay("reopen", "sensor", "--interval", "PT5M", eq("reason", v))
-	}, slot.CheckReason, true},
+	}, input.CheckReason, true},
 	{"skip --reason", func(v string) []string {
 		return withDay("skip", "sensor", "--interval", "PT5M", eq("reason", v))
 	}, skipReasonErr, true},
@@ -89,7 +89,7 @@ var flagCases = []flagCase{
 		if v == "" {
 			return nil // the default actor
 		}
-		return coverage.CheckActor(v)
+		return input.CheckActor(v)
 	}, true},
 	{"history SLOT", func(v string) []string { return []string{"history", "sensor", v, "--interval", "PT5M"} }, func(v string) error {
 		if strings.HasPrefix(v, "-") {
@@ -201,7 +201,7 @@ var flagCases = []flagCase{
 		if strings.HasPrefix(v, "-") {
 			return nil // read as a flag
 		}
-		return slot.CheckName(v)
+		return input.CheckName(v)
 	}, true},
 	{"failures --from", func(v string) []string { return []string{"failures", eq("from", v)} }, func(v string) error {
 		if v == "" {

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // eventTime prints an event's time with milliseconds: a slot's events are
@@ -156,7 +158,7 @@ older ones as they run, and --prune does it now.`,
 				return usagef("--dry-run applies to history --prune only")
 			}
 			name, text := args[0], args[1]
-			if err := almanac.CheckName(name); err != nil {
+			if err := input.CheckName(name); err != nil {
 				return usageError(err)
 			}
 			iv, isSlot, err := parseSlotArg(text, interval)
@@ -174,7 +176,7 @@ older ones as they run, and --prune does it now.`,
 					return usageError(err)
 				}
 				at = sl.Start
-			} else if at, err = almanac.ParseTime(text, grid.Location()); err != nil {
+			} else if at, err = slot.ParseTime(text, grid.Location()); err != nil {
 				return usageError(err)
 			}
 			h, err := c.History(ctx, grid, at)
@@ -197,21 +199,21 @@ older ones as they run, and --prune does it now.`,
 // parseSlotArg checks the SLOT argument before anything connects and
 // returns the series' interval: --interval, or the one the slot's text
 // carries (both must then agree). isSlot tells a slot's text from a time.
-func parseSlotArg(text, interval string) (iv almanac.Interval, isSlot bool, err error) {
-	var given *almanac.Interval
+func parseSlotArg(text, interval string) (iv slot.Interval, isSlot bool, err error) {
+	var given *slot.Interval
 	if interval != "" {
-		v, err := almanac.ParseInterval(interval)
+		v, err := slot.ParseInterval(interval)
 		if err != nil {
 			return iv, false, usageError(fmt.Errorf("--interval: %w", err))
 		}
 		given = &v
 	}
 	start, rest, isSlot := strings.Cut(text, "/")
-	if _, err := almanac.ParseTime(start, time.UTC); err != nil {
+	if _, err := slot.ParseTime(start, time.UTC); err != nil {
 		return iv, false, usageError(fmt.Errorf("SLOT: %w; expected a slot such as 2026-03-01T00:00:00Z/PT5M or a time", err))
 	}
 	if isSlot && strings.HasPrefix(rest, "P") {
-		v, err := almanac.ParseInterval(rest)
+		v, err := slot.ParseInterval(rest)
 		if err != nil {
 			return iv, false, usageError(fmt.Errorf("SLOT %q: %w", text, err))
 		}
@@ -221,7 +223,7 @@ func parseSlotArg(text, interval string) (iv almanac.Interval, isSlot bool, err 
 		return v, true, nil
 	}
 	if isSlot {
-		if _, err := almanac.ParseTime(rest, nil); err != nil {
+		if _, err := slot.ParseTime(rest, nil); err != nil {
 			return iv, false, usageError(fmt.Errorf("SLOT %q: end: %w", text, err))
 		}
 	}

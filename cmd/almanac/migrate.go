@@ -5,8 +5,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/almanacdev/almanac"
 	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac/migrations"
 )
 
 func (a *app) migrateCommand() *cobra.Command {
@@ -41,11 +42,11 @@ func (a *app) migrateUpCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			applied, err := c.MigrateUp(cmd.Context())
+			applied, err := c.Migrate(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
 			}
-			res := migrateResult{Schema: a.schema, Applied: applied, Version: almanac.LatestMigration()}
+			res := migrateResult{Schema: a.schema, Applied: applied, Version: migrations.Latest()}
 			if a.json {
 				return a.printJSON(res)
 			}
@@ -54,7 +55,7 @@ func (a *app) migrateUpCommand() *cobra.Command {
 				return nil
 			}
 			for _, v := range applied {
-				fmt.Fprintf(a.stdout, "applied %s\n", almanac.MigrationName(v))
+				fmt.Fprintf(a.stdout, "applied %s\n", migrationName(v))
 			}
 			fmt.Fprintf(a.stdout, "schema %q is at version %d\n", a.schema, res.Version)
 			return nil
@@ -80,8 +81,8 @@ SQL it would run and changes nothing.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if to < 0 || to > almanac.LatestMigration() {
-				return usagef("--to %d: expected a version from 0 to %d", to, almanac.LatestMigration())
+			if to < 0 || to > migrations.Latest() {
+				return usagef("--to %d: expected a version from 0 to %d", to, migrations.Latest())
 			}
 			if yes && dryRun {
 				return usagef("give --yes or --dry-run, not both")
@@ -130,7 +131,7 @@ SQL it would run and changes nothing.`,
 				return a.printJSON(migrateResult{Schema: a.schema, Undone: undone, Version: to})
 			}
 			for _, v := range undone {
-				fmt.Fprintf(a.stdout, "undid %s\n", almanac.MigrationName(v))
+				fmt.Fprintf(a.stdout, "undid %s\n", migrationName(v))
 			}
 			if to == 0 {
 				fmt.Fprintf(a.stdout, "removed almanac from schema %q\n", a.schema)
@@ -174,7 +175,7 @@ almanac migrate grants --runtime app --migrator app_owner | psql "$ADMIN_DATABAS
 			if migrator == "" {
 				return usagef("--migrator is required, e.g. --migrator app_owner")
 			}
-			text, err := almanac.MigrationGrants(a.schema, runtime, migrator)
+			text, err := migrations.Grants(a.schema, runtime, migrator)
 			if err != nil {
 				return usageError(err)
 			}
@@ -210,8 +211,8 @@ func (a *app) migrateStatusCommand() *cobra.Command {
 			}
 			out := make([]migrationState, len(states))
 			for i, s := range states {
-				out[i] = migrationState{Version: s.Version, Name: s.Name, Applied: s.Applied()}
-				if s.Applied() {
+				out[i] = migrationState{Version: s.Version, Name: s.Name, Applied: !s.AppliedAt.IsZero()}
+				if !s.AppliedAt.IsZero() {
 					at := s.AppliedAt
 					out[i].AppliedAt = &at
 				}
@@ -243,7 +244,7 @@ func (a *app) migrateSQLCommand() *cobra.Command {
 		Short: "Print the migrations as plain SQL, for teams that apply them with their own tool",
 		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			text, err := almanac.MigrationSQL(a.schema)
+			text, err := migrations.SQL(a.schema)
 			if err != nil {
 				return usageError(err)
 			}
@@ -251,4 +252,15 @@ func (a *app) migrateSQLCommand() *cobra.Command {
 			return err
 		},
 	}
+}
+
+// migrationName returns the name of a schema version as its files are
+// named, e.g. "001_initial", or the bare number of an unknown version.
+func migrationName(version int) string {
+	for _, m := range migrations.All() {
+		if m.Version == version {
+			return m.String()
+		}
+	}
+	return fmt.Sprintf("%03d", version)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 type reopenResult struct {
@@ -44,7 +45,7 @@ notice: re-open them once they finish.
 			if err != nil {
 				return err
 			}
-			if err := almanac.CheckReason(reason); err != nil {
+			if err := input.CheckReason(reason); err != nil {
 				return usageError(fmt.Errorf("--reason: %w", err))
 			}
 			c, grid, from, to, err := a.openRange(ctx, &rf, args[0])

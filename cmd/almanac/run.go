@@ -12,6 +12,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/slot"
 )
 
 type runFlags struct {
@@ -121,7 +123,7 @@ the reason otherwise). A bare port binds to 127.0.0.1.`,
 // Calendar parts are refused: their length depends on the date.
 func parseDuration(flag, text string) (time.Duration, error) {
 	if strings.HasPrefix(text, "P") || strings.HasPrefix(text, "-P") {
-		iv, err := almanac.ParseInterval(text)
+		iv, err := slot.ParseInterval(text)
 		if err != nil {
 			return 0, usageError(fmt.Errorf("--%s: %w", flag, err))
 		}
@@ -140,13 +142,13 @@ func parseDuration(flag, text string) (time.Duration, error) {
 func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, args []string) error {
 	ctx := cmd.Context()
 	// Everything the command line says is checked before anything is written.
-	if err := almanac.CheckName(name); err != nil {
+	if err := input.CheckName(name); err != nil {
 		return usageError(err)
 	}
 	if f.interval == "" {
 		return usagef("--interval is required, e.g. --interval PT5M")
 	}
-	iv, err := almanac.ParseInterval(f.interval)
+	iv, err := slot.ParseInterval(f.interval)
 	if err != nil {
 		return usageError(fmt.Errorf("--interval: %w", err))
 	}
@@ -189,13 +191,13 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	}
 	for flag, text := range map[string]string{"origin": f.origin, "from": f.from, "to": f.to} {
 		if text != "" {
-			if err := almanac.CheckTime(text); err != nil {
+			if err := slot.CheckTime(text); err != nil {
 				return usageError(fmt.Errorf("--%s: %w", flag, err))
 			}
 		}
 	}
 	if f.tz != "" {
-		if _, err := almanac.LoadZone(f.tz); err != nil {
+		if _, err := slot.LoadZone(f.tz); err != nil {
 			return usageError(fmt.Errorf("--tz: %w", err))
 		}
 	}
@@ -243,12 +245,12 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	}
 	var start, end time.Time
 	if f.from != "" {
-		if start, err = almanac.ParseTime(f.from, grid.Location()); err != nil {
+		if start, err = slot.ParseTime(f.from, grid.Location()); err != nil {
 			return usageError(fmt.Errorf("--from: %w", err))
 		}
 	}
 	if f.to != "" {
-		if end, err = almanac.ParseTime(f.to, grid.Location()); err != nil {
+		if end, err = slot.ParseTime(f.to, grid.Location()); err != nil {
 			return usageError(fmt.Errorf("--to: %w", err))
 		}
 		if !start.IsZero() && end.Before(start) {
@@ -301,7 +303,7 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 // --origin are not given, else the one the flags describe. A series
 // registered with another zone or origin is refused. Nothing is written:
 // the client registers a new series when it starts.
-func (a *app) sidecarGrid(ctx context.Context, c *almanac.Client, name string, iv almanac.Interval, f runFlags) (almanac.Series, error) {
+func (a *app) sidecarGrid(ctx context.Context, c *almanac.Client, name string, iv slot.Interval, f runFlags) (almanac.Series, error) {
 	info, err := c.LookupSeries(ctx, name, iv.String())
 	def := info.Series
 	if err == nil && f.tz == "" && f.origin == "" {
@@ -320,7 +322,7 @@ func (a *app) sidecarGrid(ctx context.Context, c *almanac.Client, name string, i
 	}
 	if err == nil && (def.Location().String() != grid.Location().String() || !def.Origin().Equal(grid.Origin())) {
 		return almanac.Series{}, usageError(fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
-			almanac.ErrSeriesConflict, name, iv, def.Location(), almanac.FormatTime(def.Origin()), grid.Location(), almanac.FormatTime(grid.Origin())))
+			almanac.ErrSeriesConflict, name, iv, def.Location(), slot.FormatTime(def.Origin()), grid.Location(), slot.FormatTime(grid.Origin())))
 	}
 	return grid, nil
 }

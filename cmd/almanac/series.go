@@ -6,8 +6,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/almanacdev/almanac"
 	"github.com/spf13/cobra"
+
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/slot"
 )
 
 func (a *app) seriesCommand() *cobra.Command {
@@ -34,7 +37,7 @@ type seriesJSON struct {
 func toSeriesJSON(d almanac.SeriesInfo) seriesJSON {
 	return seriesJSON{
 		Name: d.Series.Name(), Interval: d.Series.Interval().String(), TimeZone: d.Series.Location().String(),
-		Origin: almanac.FormatTime(d.Series.Origin()), CreatedAt: d.CreatedAt,
+		Origin: slot.FormatTime(d.Series.Origin()), CreatedAt: d.CreatedAt,
 	}
 }
 
@@ -83,7 +86,7 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 				verb = "already registered"
 			}
 			g := def.Series
-			fmt.Fprintf(a.stdout, "%s %s %s (%s, origin %s)\n", verb, almanac.PrintableName(g.Name()), g.Interval(), g.Location(), almanac.FormatTime(g.Origin()))
+			fmt.Fprintf(a.stdout, "%s %s %s (%s, origin %s)\n", verb, input.PrintableName(g.Name()), g.Interval(), g.Location(), slot.FormatTime(g.Origin()))
 			return nil
 		},
 	}
@@ -96,22 +99,22 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 // parseGrid validates a series given on the command line. Every error is a
 // usage error that names the bad value.
 func parseGrid(name, interval, tz, origin string) (almanac.Series, error) {
-	if err := almanac.CheckName(name); err != nil {
+	if err := input.CheckName(name); err != nil {
 		return almanac.Series{}, usageError(err)
 	}
 	if interval == "" {
 		return almanac.Series{}, usagef("--interval is required, e.g. --interval PT5M")
 	}
-	if _, err := almanac.ParseInterval(interval); err != nil {
+	if _, err := slot.ParseInterval(interval); err != nil {
 		return almanac.Series{}, usageError(fmt.Errorf("--interval: %w", err))
 	}
-	loc, err := almanac.LoadZone(tz)
+	loc, err := slot.LoadZone(tz)
 	if err != nil {
 		return almanac.Series{}, usageError(fmt.Errorf("--tz: %w", err))
 	}
 	var o time.Time
 	if origin != "" {
-		if o, err = almanac.ParseTime(origin, loc); err != nil {
+		if o, err = slot.ParseTime(origin, loc); err != nil {
 			return almanac.Series{}, usageError(fmt.Errorf("--origin: %w", err))
 		}
 	}
@@ -146,7 +149,7 @@ func (a *app) seriesListCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tINTERVAL\tTIME ZONE\tORIGIN")
 			for _, d := range defs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", almanac.PrintableName(d.Series.Name()), d.Series.Interval(), d.Series.Location(), almanac.FormatTime(d.Series.Origin()))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", input.PrintableName(d.Series.Name()), d.Series.Interval(), d.Series.Location(), slot.FormatTime(d.Series.Origin()))
 			}
 			return tw.Flush()
 		},

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/web"
 )
 
@@ -65,7 +66,7 @@ TLS before exposing it beyond the machine. It runs until interrupted.`,
 			} else if tokenFile != "" {
 				return usagef("--token-file is only used with --allow-actions")
 			}
-			if err := almanac.CheckActor(a.actor); err != nil {
+			if err := input.CheckActor(a.actor); err != nil {
 				return usageError(fmt.Errorf("--actor: %w", err))
 			}
 			a.logs = true

@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/slot"
 )
 
 type skipResult struct {
@@ -52,7 +54,7 @@ offset, then the interval or the end).
 			if strings.TrimSpace(reason) == "" {
 				return usagef("--reason is required, e.g. --reason holiday")
 			}
-			if err := almanac.CheckReason(reason); err != nil {
+			if err := input.CheckReason(reason); err != nil {
 				return usageError(fmt.Errorf("--reason: %w", err))
 			}
 			if slotText != "" {
@@ -108,14 +110,14 @@ func checkSlotSyntax(text string) error {
 	if !ok {
 		return usagef("--slot %q: expected <start>/<interval> such as 2026-03-01T00:00:00Z/PT5M", text)
 	}
-	if _, err := almanac.ParseTime(start, nil); err != nil {
+	if _, err := slot.ParseTime(start, nil); err != nil {
 		return usageError(fmt.Errorf("--slot %q: %w", text, err))
 	}
 	var err error
 	if strings.HasPrefix(rest, "P") {
-		_, err = almanac.ParseInterval(rest)
+		_, err = slot.ParseInterval(rest)
 	} else {
-		_, err = almanac.ParseTime(rest, nil)
+		_, err = slot.ParseTime(rest, nil)
 	}
 	if err != nil {
 		return usageError(fmt.Errorf("--slot %q: %w", text, err))

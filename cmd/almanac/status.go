@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 type statusResult struct {
@@ -128,7 +129,7 @@ func (a *app) printStatus(grid almanac.Series, res statusResult) error {
 		return *s
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "series\t%s %s (%s)\n", almanac.PrintableName(res.Name), res.Interval, res.TimeZone)
+	fmt.Fprintf(tw, "series\t%s %s (%s)\n", input.PrintableName(res.Name), res.Interval, res.TimeZone)
 	if res.From == nil {
 		fmt.Fprintf(tw, "range\tno slots stored\n")
 	} else {

@@ -41,7 +41,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 	if err != nil {
 		return err
 	}
-	if err := client.Migrate(ctx); err != nil {
+	if _, err := client.Migrate(ctx); err != nil {
 		return err
 	}
 	now := time.Now()

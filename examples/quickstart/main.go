@@ -30,7 +30,7 @@ func run(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	if err := client.Migrate(ctx); err != nil { // safe to run from every instance
+	if _, err := client.Migrate(ctx); err != nil { // safe to run from every instance
 		return err
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS report (slot text PRIMARY KEY, rows bigint)`); err != nil {

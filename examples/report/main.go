@@ -50,7 +50,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, once bool, out 
 	if err != nil {
 		return err
 	}
-	if err := client.Migrate(ctx); err != nil {
+	if _, err := client.Migrate(ctx); err != nil {
 		return err
 	}
 	now := time.Now()

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/slot"
@@ -46,14 +47,14 @@ type Definition struct {
 // Add registers the series of grid. Registering the same series again with
 // the same zone and origin does nothing and reports created=false; with a
 // different zone or origin it returns an error wrapping ErrConflict. A name
-// that fails slot.CheckName (a grid may carry one another tool stored) is
+// that fails input.CheckName (a grid may carry one another tool stored) is
 // refused before anything is written.
 //
 // Transient faults are retried (see package retry): registering is
 // idempotent. created may then be false for a registration whose
 // acknowledgment was lost.
 func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def Definition, created bool, err error) {
-	if err := slot.CheckName(grid.Name()); err != nil {
+	if err := input.CheckName(grid.Name()); err != nil {
 		return Definition{}, false, err
 	}
 	var tag pgconn.CommandTag

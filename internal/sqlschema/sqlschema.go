@@ -4,13 +4,13 @@
 package sqlschema
 
 import (
-	"github.com/almanacdev/almanac/slot"
-
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/almanacdev/almanac/internal/input"
 )
 
 // Default is the schema almanac uses when none is configured.
@@ -18,11 +18,11 @@ const Default = "almanac"
 
 // ErrInvalid is wrapped by every error Check returns. Like every bad input,
 // it also matches slot.ErrInvalid.
-var ErrInvalid = slot.NewInputError("invalid schema name")
+var ErrInvalid = input.Kind("invalid schema name")
 
 // ErrInvalidRole is wrapped by every error CheckRole returns; it also
 // matches slot.ErrInvalid.
-var ErrInvalidRole = slot.NewInputError("invalid role name")
+var ErrInvalidRole = input.Kind("invalid role name")
 
 // maxLen is PostgreSQL's NAMEDATALEN-1: longer identifiers are silently
 // truncated by the server, so two long names could end up as one schema.

@@ -1,4 +1,4 @@
-package slot
+package input
 
 import (
 	"fmt"
@@ -27,21 +27,30 @@ const MaxReasonLen = 1024
 func CheckReason(text string) error {
 	switch {
 	case len(text) > MaxReasonLen:
-		return fmt.Errorf("%w %q: %d bytes; expected at most %d", ErrReason, abbreviate(text), len(text), MaxReasonLen)
+		return fmt.Errorf("%w %q: %d bytes; expected at most %d", ErrReason, Abbreviate(text), len(text), MaxReasonLen)
 	case !utf8.ValidString(text):
-		return fmt.Errorf("%w %q: not valid UTF-8", ErrReason, abbreviate(text))
+		return fmt.Errorf("%w %q: not valid UTF-8", ErrReason, Abbreviate(text))
 	}
 	for _, r := range text {
 		switch {
 		case r == '\t' || r == '\n':
 		case isControl(r):
-			return fmt.Errorf("%w %q: contains control character %U", ErrReason, abbreviate(text), r)
+			return fmt.Errorf("%w %q: contains control character %U", ErrReason, Abbreviate(text), r)
 		case isInvisible(r):
-			return fmt.Errorf("%w %q: contains invisible character %U", ErrReason, abbreviate(text), r)
+			return fmt.Errorf("%w %q: contains invisible character %U", ErrReason, Abbreviate(text), r)
 		}
 	}
 	return nil
 }
+
+// MaxActorLen is the longest actor (who works through a client, recorded in
+// the slots' history), in bytes.
+const MaxActorLen = 200
+
+// CheckActor reports whether actor can name who works through a client in
+// the slots' history: one line of at most MaxActorLen bytes of valid UTF-8
+// without control or invisible characters (see CheckText).
+func CheckActor(actor string) error { return CheckText("actor", actor, MaxActorLen) }
 
 // CheckText reports whether text can be stored as one line of free text of
 // at most max bytes, such as the name of who re-opened a range: valid UTF-8
@@ -52,16 +61,16 @@ func CheckReason(text string) error {
 func CheckText(what, text string, max int) error {
 	switch {
 	case len(text) > max:
-		return fmt.Errorf("%w: %s %q: %d bytes; expected at most %d", ErrText, what, abbreviate(text), len(text), max)
+		return fmt.Errorf("%w: %s %q: %d bytes; expected at most %d", ErrText, what, Abbreviate(text), len(text), max)
 	case !utf8.ValidString(text):
-		return fmt.Errorf("%w: %s %q: not valid UTF-8", ErrText, what, abbreviate(text))
+		return fmt.Errorf("%w: %s %q: not valid UTF-8", ErrText, what, Abbreviate(text))
 	}
 	for _, r := range text {
 		switch {
 		case isControl(r):
-			return fmt.Errorf("%w: %s %q: contains control character %U", ErrText, what, abbreviate(text), r)
+			return fmt.Errorf("%w: %s %q: contains control character %U", ErrText, what, Abbreviate(text), r)
 		case isInvisible(r):
-			return fmt.Errorf("%w: %s %q: contains invisible character %U", ErrText, what, abbreviate(text), r)
+			return fmt.Errorf("%w: %s %q: contains invisible character %U", ErrText, what, Abbreviate(text), r)
 		}
 	}
 	return nil
@@ -101,4 +110,49 @@ func PrintableName(name string) string {
 // U+0020, which print like it.
 func hidden(r rune) bool {
 	return !unicode.IsGraphic(r) || unicode.IsSpace(r) && r != ' '
+}
+
+// MaxNameLen is the longest series name, in bytes.
+const MaxNameLen = 200
+
+// CheckName reports whether name can name a new series: 1 to MaxNameLen
+// bytes of UTF-8 without control characters (NUL cannot be stored in
+// PostgreSQL text; tabs and newlines would make logs and tables ambiguous)
+// and without invisible characters — format characters (Unicode category
+// Cf: zero-width spaces and joiners, bidirectional controls, the byte order
+// mark, the soft hyphen) and the separators U+2028 and U+2029 — so that two
+// different series never print alike. Quotes, semicolons and any other
+// printable character are fine: names are only ever passed to the database
+// as parameters. Errors wrap ErrName and name the name, escaped.
+func CheckName(name string) error {
+	if err := CheckStoredName(name); err != nil {
+		return err
+	}
+	for _, r := range name {
+		if isInvisible(r) {
+			return fmt.Errorf("%w %q: contains invisible character %U; a name must print as what it is", ErrName, Abbreviate(name), r)
+		}
+	}
+	return nil
+}
+
+// CheckStoredName is what any stored series name satisfies: CheckName
+// without the rule on invisible characters, which a series registered by
+// another tool may contain and must stay usable with (slot.NewSeries
+// applies it).
+func CheckStoredName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty; expected a name such as sensor_report", ErrName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w %q: %d bytes; expected at most %d", ErrName, Abbreviate(name), len(name), MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w %q: not valid UTF-8", ErrName, Abbreviate(name))
+	}
+	for _, r := range name {
+		if isControl(r) {
+			return fmt.Errorf("%w %q: contains control character %U", ErrName, Abbreviate(name), r)
+		}
+	}
+	return nil
 }
