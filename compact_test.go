@@ -40,7 +40,8 @@ func TestCompactedSlotsNeverRunAgain(t *testing.T) {
 				Handler: func(_ context.Context, _ pgx.Tx, sl almanac.Slot) error { ran(sl.Start); return nil },
 				LeaseHandler: func(ctx context.Context, l *almanac.Lease) error {
 					ran(l.Start)
-					return l.Complete(ctx)
+					_, _, err := l.Finish(ctx, nil)
+					return err
 				}}))
 			summary, err := c.Drain(ctx)
 			require.NoError(t, err)

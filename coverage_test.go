@@ -199,7 +199,7 @@ func TestCoverage(t *testing.T) {
 	}()
 	go func() { // a stale lease holder: claims, stalls past its lease, writes after losing the slot
 		defer faults.Done()
-		q, err := acquire.New(ctx, pool, series, acquire.Options{Schema: db.Schema, LeaseTTL: 100 * time.Millisecond})
+		q, err := acquire.New(ctx, pool, series, acquire.Options{Schema: db.Schema, Policy: acquire.Policy{LeaseTTL: 100 * time.Millisecond}})
 		if err != nil {
 			t.Errorf("stale holder's queue: %v", err)
 			return

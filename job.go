@@ -81,8 +81,7 @@ func (j Job) schedulerJob() scheduler.Job {
 		Mode: j.Mode, Batch: j.Batch, Handler: j.Handler, LeaseHandler: j.LeaseHandler,
 		Concurrency: j.Concurrency, Priority: j.Priority,
 		Queue: acquire.Options{
-			NewestFirst: j.NewestFirst, MaxWork: j.MaxWork, DeadMan: j.DeadMan, LeaseTTL: j.LeaseTTL,
-			StopBefore: j.StopBefore, TakeoverGrace: j.TakeoverGrace, Retry: j.Retry, MaxAttempts: j.MaxAttempts,
+			Policy: acquire.Policy{NewestFirst: j.NewestFirst, MaxWork: j.MaxWork, DeadMan: j.DeadMan, LeaseTTL: j.LeaseTTL, StopBefore: j.StopBefore, TakeoverGrace: j.TakeoverGrace, Retry: j.Retry, MaxAttempts: j.MaxAttempts},
 		},
 	}
 }

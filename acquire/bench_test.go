@@ -33,7 +33,7 @@ func benchmarkModeWith(b *testing.B, mode pgx.QueryExecMode, step func(ctx conte
 	f := newFixture(b, b.N)
 	cfg, err := pgxpool.ParseConfig(pgtest.URL(b))
 	require.NoError(b, err)
-	cfg.MaxConns = benchWorkers + DefaultReserve + 2
+	cfg.MaxConns = benchWorkers + defaultReserve + 2
 	cfg.ConnConfig.DefaultQueryExecMode = mode
 	ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)

@@ -7,19 +7,20 @@ import (
 	"time"
 )
 
-// Completer merges the completions of many concurrent lease holders into
-// few statements: a waiting completion is written with the others that
-// arrive within MaxDelay, or as soon as MaxBatch are waiting, with one
-// UPDATE … FROM unnest. Each caller still learns its own result. It is the
-// lease-mode counterpart of a batched commit, for workers that hold one
-// lease each.
-type Completer struct {
-	q        *Queue
-	maxBatch int
-	maxDelay time.Duration
-	requests chan completion
-	stop     chan struct{}
-	done     sync.WaitGroup
+// mergeBatch bounds the completions one merged statement writes.
+const mergeBatch = 100
+
+// merger writes the completions of leases that finish within
+// Options.CompletionWindow of each other with one UPDATE … FROM unnest
+// (CompleteMany), each caller still learning its own result: the lease-mode
+// counterpart of a batched commit, for workers that hold one lease each.
+// Its goroutine runs while completions wait, and ends when none do.
+type merger struct {
+	q       *Queue
+	mu      sync.Mutex
+	waiting []completion
+	running bool
+	full    chan struct{} // signalled when mergeBatch completions wait
 }
 
 type completion struct {
@@ -28,34 +29,26 @@ type completion struct {
 	reply chan error
 }
 
-// NewCompleter starts a Completer for the queue's leases. maxBatch <= 0
-// means 100; maxDelay <= 0 means 5 ms. Close it when done.
-func (q *Queue) NewCompleter(maxBatch int, maxDelay time.Duration) *Completer {
-	if maxBatch <= 0 {
-		maxBatch = 100
-	}
-	if maxDelay <= 0 {
-		maxDelay = 5 * time.Millisecond
-	}
-	c := &Completer{q: q, maxBatch: maxBatch, maxDelay: maxDelay,
-		requests: make(chan completion), stop: make(chan struct{})}
-	c.done.Add(1)
-	go c.loop()
-	return c
-}
+func newMerger(q *Queue) *merger { return &merger{q: q, full: make(chan struct{}, 1)} }
 
-// Complete marks the lease COMPLETE together with other waiting
+// complete marks the lease COMPLETE together with other waiting
 // completions, and returns when it is written: nil, an error wrapping
 // ErrLeaseLost (nothing changed), or the error of the statement.
-func (c *Completer) Complete(ctx context.Context, l *Lease) error {
+func (m *merger) complete(ctx context.Context, l *Lease) error {
 	req := completion{ctx: ctx, lease: l, reply: make(chan error, 1)}
-	select {
-	case c.requests <- req:
-	case <-c.stop:
-		return fmt.Errorf("acquire: completer closed")
-	case <-ctx.Done():
-		return ctx.Err()
+	m.mu.Lock()
+	m.waiting = append(m.waiting, req)
+	if len(m.waiting) >= mergeBatch {
+		select {
+		case m.full <- struct{}{}:
+		default:
+		}
 	}
+	if !m.running {
+		m.running = true
+		go m.loop()
+	}
+	m.mu.Unlock()
 	select {
 	case err := <-req.reply:
 		return err
@@ -65,40 +58,33 @@ func (c *Completer) Complete(ctx context.Context, l *Lease) error {
 	}
 }
 
-// Close stops the completer after writing what is waiting.
-func (c *Completer) Close() {
-	close(c.stop)
-	c.done.Wait()
-}
-
-func (c *Completer) loop() {
-	defer c.done.Done()
+// loop writes what waits, a window's worth at a time, until nothing does.
+func (m *merger) loop() {
 	for {
-		var batch []completion
+		timer := time.NewTimer(m.q.opts.CompletionWindow)
 		select {
-		case req := <-c.requests:
-			batch = append(batch, req)
-		case <-c.stop:
+		case <-timer.C:
+		case <-m.full:
+			timer.Stop()
+		}
+		m.mu.Lock()
+		batch := m.waiting
+		if len(batch) > mergeBatch {
+			batch, m.waiting = batch[:mergeBatch:mergeBatch], batch[mergeBatch:]
+		} else {
+			m.waiting = nil
+		}
+		if len(batch) == 0 {
+			m.running = false
+			m.mu.Unlock()
 			return
 		}
-		timer := time.NewTimer(c.maxDelay)
-	gather:
-		for len(batch) < c.maxBatch {
-			select {
-			case req := <-c.requests:
-				batch = append(batch, req)
-			case <-timer.C:
-				break gather
-			case <-c.stop:
-				break gather
-			}
-		}
-		timer.Stop()
-		c.flush(batch)
+		m.mu.Unlock()
+		m.flush(batch)
 	}
 }
 
-func (c *Completer) flush(batch []completion) {
+func (m *merger) flush(batch []completion) {
 	leases := make([]*Lease, 0, len(batch))
 	for _, req := range batch {
 		leases = append(leases, req.lease)
@@ -106,7 +92,7 @@ func (c *Completer) flush(batch []completion) {
 	// The statement must not die with one caller's context: others wait on it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), time.Minute)
 	defer cancel()
-	lost, err := c.q.CompleteMany(ctx, leases)
+	lost, err := m.q.CompleteMany(ctx, leases)
 	gone := map[*Lease]bool{}
 	for _, l := range lost {
 		gone[l] = true

@@ -14,14 +14,14 @@ import (
 
 // Connection settings applied by ConfigurePool.
 const (
-	// KeepAlive is the TCP keepalive period of connections: a peer that
+	// keepAlive is the TCP keepalive period of connections: a peer that
 	// vanished (a lost host, a dropped route) is noticed in about three
 	// periods instead of the two hours of Linux's defaults.
-	KeepAlive = 10 * time.Second
-	// UserTimeout bounds how long data may stay unacknowledged on a
+	keepAlive = 10 * time.Second
+	// userTimeout bounds how long data may stay unacknowledged on a
 	// connection before the kernel gives up on it (TCP_USER_TIMEOUT, Linux
 	// only).
-	UserTimeout = 30 * time.Second
+	userTimeout = 30 * time.Second
 	// cancelGrace is how long a cancelled query may take to stop after the
 	// cancel request before the connection is closed.
 	cancelGrace = 5 * time.Second
@@ -38,8 +38,9 @@ const cancelSentKey = "almanac.cancel_sent"
 
 // ConfigurePool adjusts a pool configuration for almanac's workers:
 //
-//   - TCP keepalives every KeepAlive and TCP_USER_TIMEOUT of UserTimeout, so
-//     the worker notices a dead server or network in seconds;
+//   - TCP keepalives every 10 s and a TCP_USER_TIMEOUT of 30 s (Linux), so
+//     the worker notices a dead server or network in seconds instead of the
+//     two hours of Linux's defaults;
 //   - a connection idle for more than a second is pinged before it is handed
 //     out, and replaced if the server ended it meanwhile;
 //   - a cancelled context cancels the running query with a cancel request
@@ -55,7 +56,7 @@ const cancelSentKey = "almanac.cancel_sent"
 // It is optional: without it almanac is still correct, but a handler
 // timeout costs the connection and its outcome is recorded separately.
 func ConfigurePool(cfg *pgxpool.Config) {
-	dialer := &net.Dialer{KeepAlive: KeepAlive, Timeout: 10 * time.Second, Control: setUserTimeout}
+	dialer := &net.Dialer{KeepAlive: keepAlive, Timeout: 10 * time.Second, Control: setUserTimeout}
 	cfg.ConnConfig.DialFunc = dialer.DialContext
 	cfg.ConnConfig.BuildContextWatcherHandler = func(conn *pgconn.PgConn) ctxwatch.Handler {
 		sent := &atomic.Bool{}

@@ -2,6 +2,13 @@
 // out the acquirable slots of one series in two modes that share the same
 // table and states.
 //
+// It is the layer for a program that runs its own claim loop: one that
+// decides itself when to take slots and what to do with them, as almanac's
+// scheduler (the root package's Client) does for its jobs. Ordinary programs
+// register jobs with the root package instead, which runs this loop for
+// them; the types a handler sees (Slot, Lease, Handler, LeaseHandler,
+// Policy) are the root package's too, under the same names.
+//
 // # Locked mode (Run, RunBatch)
 //
 // The default, for work of seconds to minutes. A transaction selects the
@@ -17,7 +24,7 @@
 //
 // A frozen worker (SIGSTOP, a half-open connection) cannot hold a slot for
 // ever: the transaction sets idle_in_transaction_session_timeout to
-// Options.DeadMan and the worker pings its connection every DeadMan/4, so
+// Policy.DeadMan and the worker pings its connection every DeadMan/4, so
 // PostgreSQL ends a silent session within DeadMan. Locked mode holds one
 // pool connection per running transaction; Options.Reserve connections are
 // never held, so finishing work never waits for a connection. Use
@@ -37,12 +44,14 @@
 // The timestamp fallback, for long work, for poolers in transaction mode,
 // or for work that must not hold a connection. A short transaction claims
 // slots: status ACQUIRED, this queue's owner id, a new fencing token, a
-// deadline Options.LeaseTTL ahead on the database clock. KeepAlive (or
-// Extend) renews the leases; a lease that expires can be taken over by any
-// worker, with TookOver set. Every write of a Lease carries the guard
-// "owner = me AND fence = my token": a holder that lost the slot changes
-// nothing and gets ErrLeaseLost. Lease.CompleteTx completes inside the
-// caller's transaction, so the caller's writes and COMPLETE commit together.
+// deadline Policy.LeaseTTL ahead on the database clock. KeepAlive (or
+// Lease.Extend) renews the leases; a lease that expires can be taken over by
+// any worker, with TookOver set. Lease.Finish records the outcome a
+// handler's error stands for, as locked mode does. Every write of a Lease
+// carries the guard "owner = me AND fence = my token": a holder that lost the
+// slot changes nothing and gets ErrLeaseLost. Lease.CompleteTx completes
+// inside the caller's transaction, so the caller's writes and COMPLETE commit
+// together.
 // Queue.Eject takes a held slot over at once (a callback arrived); the
 // previous holder's next write fails.
 //
@@ -51,8 +60,8 @@
 // A handler returns nil (COMPLETE), Skip(reason) (SKIP), Snooze(d) (stays
 // AVAILABLE until d has passed, not a failure, optionally saving a
 // checkpoint), or an error (a failure: fail_count grows, the message keeps
-// the error text, and Options.Retry decides the delay). After
-// Options.MaxAttempts failures, or when the policy gives up, the slot is
+// the error text, and Policy.Retry decides the delay). After
+// Policy.MaxAttempts failures, or when the policy gives up, the slot is
 // parked: AVAILABLE with not_before = 'infinity', visible in status and gap
 // reports until it is re-opened or retried. Nothing disappears silently.
 // Every time comparison uses the database clock (clock_timestamp()), never

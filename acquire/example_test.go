@@ -77,7 +77,7 @@ func ExampleQueue_Claim() {
 	pool, schema := almanactest.Pool(t), almanactest.Schema(t)
 	grid := exampleSeries(ctx, pool, schema)
 
-	q, err := acquire.New(ctx, pool, grid, acquire.Options{Schema: schema, LeaseTTL: time.Minute})
+	q, err := acquire.New(ctx, pool, grid, acquire.Options{Schema: schema, Policy: acquire.Policy{LeaseTTL: time.Minute}})
 	if err != nil {
 		panic(err)
 	}
@@ -89,11 +89,13 @@ func ExampleQueue_Claim() {
 	defer stop()
 	for _, l := range leases {
 		// Long work goes here, passing l.Fence to systems that can refuse
-		// a writer with a smaller token.
-		if err := l.Complete(ctx); err != nil {
+		// a writer with a smaller token; its error (nil here) says the
+		// outcome.
+		outcome, _, err := l.Finish(ctx, nil)
+		if err != nil {
 			panic(err)
 		}
-		fmt.Println(l.Slot.Slot, "complete")
+		fmt.Println(l.Slot.Slot, outcome)
 	}
 	// Output:
 	// 2026-03-01T00:00:00Z/PT1H complete

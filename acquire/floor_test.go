@@ -33,7 +33,7 @@ func TestSearchesStartAtTheFloor(t *testing.T) {
 	require.NoError(t, err)
 
 	pool := pgtest.OwnPool(t, f.db.URL, 3, "")
-	q := f.queueOn(pool, Options{LeaseTTL: time.Hour})
+	q := f.queueOn(pool, Options{Policy: Policy{LeaseTTL: time.Hour}})
 	q.floor.every = time.Hour // no periodic full search during the test
 	cycle := func(n int) {
 		leases, err := q.Claim(ctx, n)
@@ -64,7 +64,7 @@ func TestSearchesStartAtTheFloor(t *testing.T) {
 func TestFloorMissesNothing(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 40)
-	q := f.queue(Options{LeaseTTL: time.Hour})
+	q := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour}})
 	q.floor.every = time.Hour
 	claim := func(n int) []*Lease {
 		t.Helper()
@@ -235,7 +235,7 @@ func TestConcurrentSearchesStepOverNoLockedSlots(t *testing.T) {
 func TestFloorStaysInTheRange(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 40)
-	q := f.queue(Options{LeaseTTL: time.Hour, To: f.slotStart(20)})
+	q := f.queue(Options{To: f.slotStart(20), Policy: Policy{LeaseTTL: time.Hour}})
 	q.floor.every = time.Hour
 	leases, err := q.Claim(ctx, 15) // 0-14
 	require.NoError(t, err)
@@ -256,7 +256,7 @@ func TestFloorStaysInTheRange(t *testing.T) {
 func TestAbandonedReservationIsFound(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 40)
-	q := f.queue(Options{LeaseTTL: time.Hour})
+	q := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour}})
 	q.floor.every = time.Hour
 	claimFrom := func(n, first int) {
 		t.Helper()

@@ -222,12 +222,12 @@ func TestFrontierIsAHint(t *testing.T) {
 func TestDrawsNeedNoSecondConnection(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 1_000)
-	pool := pgtest.OwnPool(t, f.db.URL, 1+DefaultReserve, "")
+	pool := pgtest.OwnPool(t, f.db.URL, 1+defaultReserve, "")
 	q := f.queueOn(pool, Options{})
 	q.floor.every = time.Hour
 	q.floor.at, q.floor.full = f.slotStart(0), time.Now()
 	q.frontier.busy = true
-	for range DefaultReserve {
+	for range defaultReserve {
 		c, err := pool.Acquire(ctx)
 		require.NoError(t, err)
 		defer c.Release()

@@ -173,3 +173,33 @@ func holdBatch(q *Queue, n int) (release func() ([]Result, error)) {
 		return o.results, o.err
 	}
 }
+
+// The final writes of a lease by kind, as the tests call them: each is what
+// Finish does for its kind of error.
+
+func (l *Lease) Complete(ctx context.Context) error {
+	_, _, err := l.Finish(ctx, nil)
+	return err
+}
+
+func (l *Lease) Fail(ctx context.Context, err error) (Outcome, time.Duration, error) {
+	return l.Finish(ctx, err)
+}
+
+func (l *Lease) Skip(ctx context.Context, reason string) error {
+	_, _, err := l.Finish(ctx, Skip(reason))
+	return err
+}
+
+func (l *Lease) Snooze(ctx context.Context, d time.Duration, data any) error {
+	_, _, err := l.Finish(ctx, Snooze(d).WithData(data))
+	return err
+}
+
+func (l *Lease) Finished() bool { return l.isFinished() }
+
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+func (q *Queue) Extend(ctx context.Context, leases []*Lease) ([]*Lease, error) {
+	return q.extend(ctx, leases)
+}

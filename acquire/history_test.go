@@ -48,7 +48,7 @@ func TestLockedOutcomesAreRecorded(t *testing.T) {
 	f := newFixture(t, 5)
 	ctx := context.Background()
 	fatal := errors.New("fatal")
-	q := f.queue(Options{Retry: func(_ int, err error) (time.Duration, bool) { return time.Hour, !errors.Is(err, fatal) }})
+	q := f.queue(Options{Policy: Policy{Retry: func(_ int, err error) (time.Duration, bool) { return time.Hour, !errors.Is(err, fatal) }}})
 	results, err := q.RunBatch(ctx, 5, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 		require.Equal(t, int64(1), s.Generation)
 		switch s.Start.Minute() {
@@ -82,7 +82,7 @@ func TestLockedOutcomesAreRecorded(t *testing.T) {
 func TestLeaseOutcomesAreRecorded(t *testing.T) {
 	f := newFixture(t, 7)
 	ctx := context.Background()
-	q := f.queue(Options{Retry: fixedRetry(time.Hour)})
+	q := f.queue(Options{Policy: Policy{Retry: fixedRetry(time.Hour)}})
 	leases, err := q.Claim(ctx, 7)
 	require.NoError(t, err)
 	require.Len(t, leases, 7)
@@ -128,7 +128,7 @@ func TestTakeoversAreRecorded(t *testing.T) {
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET lease_until = clock_timestamp() - interval '1 second' WHERE slot_start < $1`, f.slotStart(2))
 
-	second := f.queue(Options{TakeoverGrace: -1})
+	second := f.queue(Options{Policy: Policy{TakeoverGrace: -1}})
 	taken, err := second.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, taken, 1)
@@ -206,7 +206,7 @@ func TestEngineWritesSkipTheTriggers(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Exec(context.Background(), "UNLISTEN *") //nolint:errcheck
 
-	q := f.queue(Options{Retry: fixedRetry(0)})
+	q := f.queue(Options{Policy: Policy{Retry: fixedRetry(0)}})
 	leases, err := q.Claim(ctx, 3)
 	require.NoError(t, err)
 	require.NoError(t, leases[0].Release(ctx))
@@ -234,7 +234,7 @@ func TestBatchTakeoversAreRecorded(t *testing.T) {
 	leases, err := first.Claim(ctx, 2)
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET lease_until = clock_timestamp() - interval '1 second' WHERE status = 'ACQUIRED'`)
-	second := f.queue(Options{TakeoverGrace: -1})
+	second := f.queue(Options{Policy: Policy{TakeoverGrace: -1}})
 	results, err := second.RunBatch(ctx, 3, func(context.Context, pgx.Tx, Slot) error { return nil })
 	require.NoError(t, err)
 	require.Len(t, results, 3)

@@ -12,7 +12,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/almanacdev/almanac/internal/retry"
 )
+
+// LeaseHandler does the work of one slot in lease mode. It returns what a
+// Handler returns: nil to complete the slot (unless it completed it itself,
+// with Lease.CompleteTx, to commit its own writes with the completion),
+// Skip or Snooze, or an error to record a failure (see Lease.Finish). Its
+// context should be the lease's (Lease.Context), cancelled when the lease
+// is lost; the scheduler of the root package also cancels it on shutdown,
+// and then releases the lease with its checkpoint.
+type LeaseHandler func(ctx context.Context, l *Lease) error
 
 // Lease is a slot held in lease mode: a committed ACQUIRED state with this
 // queue's owner id, a fencing token and a deadline. Every write through a
@@ -34,12 +45,14 @@ type Lease struct {
 	lostErr  error // why the lease was lost; set before lost is closed
 	lostOnce sync.Once
 	finished atomic.Bool
+	// completedInTx is set once CompleteTx succeeded: the completion is the
+	// caller's to commit, and Finish(nil) adds nothing to it.
+	completedInTx atomic.Bool
 }
 
-// Finished reports whether a final write succeeded on this lease: Complete,
-// CompleteTx (whose transaction may still roll back), Fail, Skip, Snooze or
-// Release.
-func (l *Lease) Finished() bool { return l.finished.Load() }
+// isFinished reports whether a final write succeeded on this lease: Finish,
+// CompleteTx (whose transaction may still roll back) or Release.
+func (l *Lease) isFinished() bool { return l.finished.Load() }
 
 // Until returns the lease deadline (database clock) as last written by a
 // claim or an extension.
@@ -52,12 +65,12 @@ func (l *Lease) Until() time.Time {
 // Deadline returns when this holder stops trusting its lease, on the local
 // monotonic clock: the time the last successful claim or renewal was sent,
 // plus LeaseTTL, less 1 % of LeaseTTL for the clocks of this host and the
-// database running at different rates, less Options.StopBefore for the work
+// database running at different rates, less Policy.StopBefore for the work
 // to stop. The database cannot extend the lease before that statement
 // arrived, so until Deadline the lease cannot have expired, whatever the
-// network does; past it, Context is cancelled and Lost is closed even when
-// the database cannot be asked (a partition), so that the work stops before
-// another worker can take the slot over.
+// network does; past it, Context is cancelled even when the database cannot
+// be asked (a partition), so that the work stops before another worker can
+// take the slot over.
 //
 // What this cannot cover is a process that is paused (SIGSTOP, a VM
 // stalled) past the deadline and resumes in the middle of its work: only
@@ -83,13 +96,8 @@ func (l *Lease) renewed(sent, until time.Time) {
 	}
 }
 
-// Lost returns a channel closed once the lease is known to be lost: a
-// guarded write or a heartbeat found the slot no longer ours, or the lease
-// went unrenewed until its Deadline.
-func (l *Lease) Lost() <-chan struct{} { return l.lost }
-
 // markLost records that the lease is lost because of cause (wrapping
-// ErrLeaseLost) and closes Lost.
+// ErrLeaseLost) and closes l.lost, which cancels the lease's Context.
 func (l *Lease) markLost(cause error) {
 	l.lostOnce.Do(func() {
 		if !errors.Is(cause, errNotRenewed) {
@@ -128,7 +136,7 @@ func (l *Lease) expireIfDue(now time.Time) bool {
 	due := !now.Before(l.deadline)
 	deadline := l.deadline
 	l.mu.Unlock()
-	if !due || l.Finished() {
+	if !due || l.isFinished() {
 		return false
 	}
 	l.markLost(fmt.Errorf("%w: %w (stopped at %s, before the lease can expire)",
@@ -172,7 +180,7 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 					cancel(l.lostCause())
 					return
 				}
-				if l.Finished() {
+				if l.isFinished() {
 					return
 				}
 			}
@@ -187,9 +195,9 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 // acquisition took, and with a second statement before it when the first
 // finds fewer than n (see Rewind).
 // Each gets this queue's owner, a new fencing token and a lease of
-// Options.LeaseTTL; the claim is committed before Claim returns. Keep the
-// leases alive with Extend or KeepAlive, and end each with one of its
-// guarded writes. It returns no leases and no error when nothing is
+// Policy.LeaseTTL; the claim is committed before Claim returns. Keep the
+// leases alive with KeepAlive (or Extend), and end each with Finish,
+// CompleteTx or Release. It returns no leases and no error when nothing is
 // acquirable.
 //
 // A claim is repeated after a transient fault. When the connection was lost
@@ -339,13 +347,70 @@ func (q *Queue) scanLeases(rows pgx.Rows, sent time.Time) ([]*Lease, error) {
 	return out, err
 }
 
-// Complete marks the slot COMPLETE. It returns ErrLeaseLost, and changes
-// nothing, if the lease was lost. Like every final write of a Lease, it is
-// repeated across lost connections until it is known to have committed, or
-// ctx ends: a completion whose acknowledgment was lost is recognised, not
-// reported as a lost lease.
-func (l *Lease) Complete(ctx context.Context) error {
-	return l.guarded(ctx, "complete", statusComplete, l.q.sql.complete)
+// Finish records the outcome err stands for, as a handler's return value
+// does in locked mode:
+//
+//   - nil completes the slot, unless CompleteTx already did, inside the
+//     caller's transaction: then it writes nothing;
+//   - the error of Skip marks it SKIP with the reason;
+//   - the error of Snooze gives it back for that long, with its data as the
+//     checkpoint, not counted as a failure;
+//   - any other error records a failure: fail_count grows, the error's text
+//     becomes the message, and the retry policy decides when the slot is
+//     acquirable again, or parks it. A database fault (a lost connection, a
+//     restarting server) is not held against the slot: it is tried again in
+//     a second, its fail_count unchanged (Snoozed).
+//
+// It returns the outcome recorded and, for Snoozed and Failed, the delay
+// before the slot is acquirable again. Like every final write of a Lease,
+// it is repeated across lost connections until it is known to have
+// committed, or ctx ends: a write whose acknowledgment was lost is
+// recognised, not reported as a lost lease. It returns an error wrapping
+// ErrLeaseLost, and changes nothing, when the slot is no longer this
+// holder's.
+func (l *Lease) Finish(ctx context.Context, err error) (Outcome, time.Duration, error) {
+	outcome, delay, _ := l.q.classify(l.Slot, err)
+	switch {
+	case outcome == Completed:
+		if l.completedInTx.Load() {
+			return Completed, 0, nil
+		}
+		return Completed, 0, l.complete(ctx)
+	case outcome == Skipped:
+		var skip *SkipError
+		errors.As(err, &skip)
+		return Skipped, 0, l.guarded(ctx, "skip", statusSkip, l.q.sql.skip, boundText(skip.Reason))
+	}
+	var snooze *SnoozeError
+	if outcome == Snoozed && errors.As(err, &snooze) {
+		saved, merr := marshalData(snooze.Data)
+		if merr != nil {
+			return Snoozed, delay, merr
+		}
+		return Snoozed, delay, l.guarded(ctx, "snooze", statusAvailable, l.q.sql.snooze, delay.Microseconds(), saved, nil)
+	}
+	res := Result{Slot: l.Slot, Outcome: outcome, Err: err, Delay: delay}
+	_, failCount, message, delayUS, _, _ := outcomeColumns(res)
+	if outcome == Snoozed {
+		return outcome, delay, l.guarded(ctx, "snooze", statusAvailable, l.q.sql.snooze, delayUS, nil, message)
+	}
+	return outcome, delay, l.guarded(ctx, "fail", statusAvailable, l.q.sql.fail, failCount, message, delayUS)
+}
+
+// complete marks the slot COMPLETE, with the completions of other leases
+// of the queue when Options.CompletionWindow is set.
+func (l *Lease) complete(ctx context.Context) error {
+	if l.q.merge == nil {
+		return l.guarded(ctx, "complete", statusComplete, l.q.sql.complete)
+	}
+	for {
+		// A merged write gives up on its batch after a while; the lease's
+		// own deadline for recording is ctx's.
+		err := l.q.merge.complete(ctx, l)
+		if err == nil || !retry.Transient(ctx, err) || l.isFinished() {
+			return err
+		}
+	}
 }
 
 // CompleteTx marks the slot COMPLETE inside tx, the caller's transaction, so
@@ -365,39 +430,8 @@ func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	// Still tracked: tx may yet roll back, and the lease be worked on.
 	l.finished.Store(true)
+	l.completedInTx.Store(true)
 	return nil
-}
-
-// Fail records a failure of the slot's work: fail_count grows, err's text
-// becomes the message, and the retry policy decides when the slot is
-// acquirable again, or parks it. It returns Failed (with the delay) or
-// Parked; or Snoozed when err is a database fault (a lost connection, a
-// restarting server), which is not held against the slot: it is tried
-// again in a second, its fail_count unchanged.
-func (l *Lease) Fail(ctx context.Context, err error) (Outcome, time.Duration, error) {
-	outcome, delay, _ := l.q.classify(l.Slot, err)
-	res := Result{Slot: l.Slot, Outcome: outcome, Err: err, Delay: delay}
-	_, failCount, message, delayUS, _, _ := outcomeColumns(res)
-	if outcome == Snoozed {
-		return outcome, delay, l.guarded(ctx, "snooze", statusAvailable, l.q.sql.snooze, delayUS, nil, message)
-	}
-	return outcome, delay, l.guarded(ctx, "fail", statusAvailable, l.q.sql.fail, failCount, message, delayUS)
-}
-
-// Skip marks the slot SKIP with reason.
-func (l *Lease) Skip(ctx context.Context, reason string) error {
-	return l.guarded(ctx, "skip", statusSkip, l.q.sql.skip, boundText(reason))
-}
-
-// Snooze gives the slot back as AVAILABLE, to be acquired again after d
-// (database clock), without counting a failure; data, when not nil, is
-// saved as its checkpoint (JSON).
-func (l *Lease) Snooze(ctx context.Context, d time.Duration, data any) error {
-	saved, err := marshalData(data)
-	if err != nil {
-		return err
-	}
-	return l.guarded(ctx, "snooze", statusAvailable, l.q.sql.snooze, max(d, 0).Microseconds(), saved, nil)
 }
 
 // Release gives the slot back as AVAILABLE at once, keeping its checkpoint:
@@ -419,9 +453,9 @@ func (l *Lease) Checkpoint(ctx context.Context, data any) error {
 	return l.guarded(ctx, "checkpoint", "", l.q.sql.checkpoint, saved)
 }
 
-// Extend renews the lease for Options.LeaseTTL from now (database clock).
+// Extend renews the lease for Policy.LeaseTTL from now (database clock).
 func (l *Lease) Extend(ctx context.Context) error {
-	lost, err := l.q.Extend(ctx, []*Lease{l})
+	lost, err := l.q.extend(ctx, []*Lease{l})
 	if err != nil {
 		return err
 	}
@@ -472,12 +506,12 @@ func (l *Lease) guarded(ctx context.Context, what, status, sql string, extra ...
 	return nil
 }
 
-// Extend renews many leases of this queue with one statement and returns
-// the ones found lost (their Lost channels are closed). A lease whose row
+// extend renews many leases of this queue with one statement and returns
+// the ones found lost (their contexts are cancelled). A lease whose row
 // another transaction has locked at that moment is neither renewed nor
 // lost: it is tried again at the next extension, rather than making the
 // others wait.
-func (q *Queue) Extend(ctx context.Context, leases []*Lease) (lost []*Lease, err error) {
+func (q *Queue) extend(ctx context.Context, leases []*Lease) (lost []*Lease, err error) {
 	return q.many(ctx, "extend", q.sql.extend, leases, true)
 }
 
@@ -553,11 +587,11 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 }
 
 // KeepAlive extends leases every LeaseTTL/3 until stop is called or ctx is
-// done. Leases found lost have their Lost channels closed (and their
-// Context cancelled). A failed extension is logged and tried again at the
-// next tick; a lease that goes unrenewed until its Deadline (the database
-// unreachable for about LeaseTTL) is given up: its Lost channel is closed,
-// so that its work stops before another worker may take the slot over.
+// done. Leases found lost have their Context cancelled. A failed extension
+// is logged and tried again at the next tick; a lease that goes unrenewed
+// until its Deadline (the database unreachable for about LeaseTTL) is given
+// up: its Context is cancelled, so that its work stops before another
+// worker may take the slot over.
 func (q *Queue) KeepAlive(ctx context.Context, leases []*Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -597,7 +631,7 @@ func (q *Queue) KeepAlive(ctx context.Context, leases []*Lease) (stop func()) {
 			// A heartbeat never outlives the next one: a connection that
 			// hangs is given up, and the next tick tries a fresh one.
 			hctx, hcancel := context.WithDeadline(ctx, next)
-			lost, err := q.Extend(hctx, live)
+			lost, err := q.extend(hctx, live)
 			hcancel()
 			if err != nil {
 				if ctx.Err() == nil {

@@ -19,7 +19,7 @@ import (
 func TestLeaseLifecycle(t *testing.T) {
 	f := newFixture(t, 5)
 	ctx := context.Background()
-	q := f.queue(Options{Retry: fixedRetry(time.Hour)})
+	q := f.queue(Options{Policy: Policy{Retry: fixedRetry(time.Hour)}})
 	leases, err := q.Claim(ctx, 5)
 	require.NoError(t, err)
 	require.Len(t, leases, 5)
@@ -31,7 +31,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		require.Equal(t, "ACQUIRED", r.Status)
 		require.Equal(t, q.Owner().String(), *r.Owner)
 		require.Equal(t, l.Fence, r.Fence)
-		require.WithinDuration(t, time.Now().Add(DefaultLeaseTTL), l.Until(), 5*time.Second)
+		require.WithinDuration(t, time.Now().Add(defaultLeaseTTL), l.Until(), 5*time.Second)
 	}
 	more, err := q.Claim(ctx, 5)
 	require.NoError(t, err)
@@ -85,13 +85,13 @@ func TestLeaseLifecycle(t *testing.T) {
 func TestLeaseExpiryAndTakeover(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	old := f.queue(Options{LeaseTTL: 200 * time.Millisecond})
+	old := f.queue(Options{Policy: Policy{LeaseTTL: 200 * time.Millisecond}})
 	leases, err := old.Claim(ctx, 1)
 	require.NoError(t, err)
 	stale := leases[0]
 	require.NoError(t, stale.Checkpoint(ctx, "half done"))
 
-	other := f.queue(Options{LeaseTTL: time.Minute, TakeoverGrace: -1})
+	other := f.queue(Options{Policy: Policy{LeaseTTL: time.Minute, TakeoverGrace: -1}})
 	none, err := other.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Empty(t, none, "a live lease is not taken over")
@@ -154,7 +154,7 @@ func TestLeaseCompleteTx(t *testing.T) {
 func TestKeepAliveAndLostContext(t *testing.T) {
 	f := newFixture(t, 2)
 	ctx := context.Background()
-	q := f.queue(Options{LeaseTTL: 300 * time.Millisecond})
+	q := f.queue(Options{Policy: Policy{LeaseTTL: 300 * time.Millisecond}})
 	leases, err := q.Claim(ctx, 2)
 	require.NoError(t, err)
 	stop := q.KeepAlive(ctx, leases)
@@ -269,10 +269,10 @@ func TestEjectRacesCompletion(t *testing.T) {
 func TestLockedModeTakesOverExpiredLease(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	leases, err := f.queue(Options{LeaseTTL: 100 * time.Millisecond}).Claim(ctx, 1)
+	leases, err := f.queue(Options{Policy: Policy{LeaseTTL: 100 * time.Millisecond}}).Claim(ctx, 1)
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond)
-	res, ok, err := f.queue(Options{TakeoverGrace: -1}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+	res, ok, err := f.queue(Options{Policy: Policy{TakeoverGrace: -1}}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 		require.True(t, s.TookOver)
 		return writeEffect(ctx, tx, f.schema, s, "locked")
 	})
@@ -291,9 +291,9 @@ func TestLockedModeTakesOverExpiredLease(t *testing.T) {
 func TestTakeoverGrace(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	leases, err := f.queue(Options{LeaseTTL: time.Second}).Claim(ctx, 1)
+	leases, err := f.queue(Options{Policy: Policy{LeaseTTL: time.Second}}).Claim(ctx, 1)
 	require.NoError(t, err)
-	other := f.queue(Options{TakeoverGrace: 2 * time.Second})
+	other := f.queue(Options{Policy: Policy{TakeoverGrace: 2 * time.Second}})
 	// Wait, on the database clock, until the lease has expired but the
 	// grace has not passed.
 	f.waitUntil(`SELECT clock_timestamp() > lease_until FROM {{schema}}.slot`)
@@ -304,7 +304,7 @@ func TestTakeoverGrace(t *testing.T) {
 	}
 	require.NoError(t, leases[0].Complete(ctx), "the holder may still record its outcome")
 
-	leases, err = f.queue(Options{LeaseTTL: time.Second}).Claim(ctx, 1)
+	leases, err = f.queue(Options{Policy: Policy{LeaseTTL: time.Second}}).Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Empty(t, leases, "the slot is complete")
 }
@@ -398,22 +398,21 @@ func TestEveryModeAtOnce(t *testing.T) {
 	}
 }
 
-// TestCompleterBatches: 50 holders completing at once are written together,
-// and a lost lease among them gets ErrLeaseLost without harming the others.
-func TestCompleterBatches(t *testing.T) {
-	f := newFixture(t, 50)
+// TestCompletionsMerge: a full batch of holders completing at once is
+// written together, and a lost lease among them gets ErrLeaseLost without
+// harming the others.
+func TestCompletionsMerge(t *testing.T) {
+	f := newFixture(t, mergeBatch+1)
 	ctx := context.Background()
-	q := f.queue(Options{})
-	leases, err := q.Claim(ctx, 50)
+	q := f.queue(Options{CompletionWindow: time.Hour}) // only a full batch can be written before the test times out
+	leases, err := q.Claim(ctx, mergeBatch)
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', owner = NULL, lease_until = NULL WHERE slot_start = $1`, leases[7].Start)
-	c := q.NewCompleter(50, time.Hour) // only a full batch can flush before the test times out
-	defer c.Close()
 	errs := make([]error, len(leases))
 	var wg sync.WaitGroup
 	for i, l := range leases {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = c.Complete(ctx, l) }()
+		go func() { defer wg.Done(); errs[i] = l.Complete(ctx) }()
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -423,14 +422,14 @@ func TestCompleterBatches(t *testing.T) {
 			require.NoError(t, err, "lease %d", i)
 		}
 	}
-	require.Equal(t, 49, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+	require.Equal(t, mergeBatch-1, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
 
-	// A lone completion is written after the delay.
-	more, err := q.Claim(ctx, 1)
+	// A lone completion is written after the window.
+	quick := f.queue(Options{CompletionWindow: 10 * time.Millisecond})
+	more, err := quick.Claim(ctx, 1)
 	require.NoError(t, err)
-	quick := q.NewCompleter(100, 10*time.Millisecond)
-	defer quick.Close()
-	require.NoError(t, quick.Complete(ctx, more[0]))
+	require.NoError(t, more[0].Complete(ctx))
+	require.Equal(t, mergeBatch, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
 }
 
 // TestHeartbeatDoesNotQueueBehindALockedRow: one of a holder's leases is
@@ -439,7 +438,7 @@ func TestCompleterBatches(t *testing.T) {
 func TestHeartbeatDoesNotQueueBehindALockedRow(t *testing.T) {
 	f := newFixture(t, 2)
 	ctx := context.Background()
-	q := f.queue(Options{LeaseTTL: time.Minute})
+	q := f.queue(Options{Policy: Policy{LeaseTTL: time.Minute}})
 	leases, err := q.Claim(ctx, 2)
 	require.NoError(t, err)
 	tx, err := f.db.Pool.Begin(ctx)
@@ -469,12 +468,12 @@ func TestHeartbeatDoesNotQueueBehindALockedRow(t *testing.T) {
 func TestRangedTakeover(t *testing.T) {
 	f := newFixture(t, 10)
 	ctx := context.Background()
-	held, err := f.queue(Options{LeaseTTL: time.Hour}).Claim(ctx, 10)
+	held, err := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour}}).Claim(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, held, 10)
 	f.exec(`UPDATE {{schema}}.slot SET lease_until = now() - interval '1 hour'`)
 
-	ranged := f.queue(Options{From: f.slotStart(4), To: f.slotStart(6), TakeoverGrace: -1})
+	ranged := f.queue(Options{From: f.slotStart(4), To: f.slotStart(6), Policy: Policy{TakeoverGrace: -1}})
 	taken, err := ranged.Claim(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, taken, 2)
@@ -496,7 +495,7 @@ func TestRangedTakeover(t *testing.T) {
 func TestListsCheckTheFence(t *testing.T) {
 	f := newFixture(t, 3)
 	ctx := context.Background()
-	q := f.queue(Options{LeaseTTL: time.Hour, TakeoverGrace: -1})
+	q := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour, TakeoverGrace: -1}})
 	stale, err := q.Claim(ctx, 3)
 	require.NoError(t, err)
 	require.Len(t, stale, 3)

@@ -38,7 +38,7 @@ import (
 // slot is snoozed for a second instead, without counting a failure. If the
 // worker dies or loses its connection, nothing is written and the slot is
 // acquirable again at once. ctx is cancelled when the worker shuts down,
-// when MaxWork passes (see Options.MaxWork), or when the connection is found
+// when MaxWork passes (see Policy.MaxWork), or when the connection is found
 // dead.
 //
 // Misbehaviour ends in a recorded outcome and a worker that goes on: rows or
@@ -57,7 +57,7 @@ var ErrConnectionLost = errors.New("held connection lost")
 const maxMessage = 4096
 
 // errMaxWork is the cause of a handler context cancelled because the
-// handler ran for longer than Options.MaxWork.
+// handler ran for longer than Policy.MaxWork.
 var errMaxWork = errors.New("handler exceeded MaxWork")
 
 // handlerGrace is how long a handler has to return once its context is

@@ -66,7 +66,7 @@ func TestLockedOrderAndRange(t *testing.T) {
 	f := newFixture(t, 10)
 	ctx := context.Background()
 	noop := func(context.Context, pgx.Tx, Slot) error { return nil }
-	newest := f.queue(Options{NewestFirst: true})
+	newest := f.queue(Options{Policy: Policy{NewestFirst: true}})
 	res, _, err := newest.Run(ctx, noop)
 	require.NoError(t, err)
 	require.True(t, res.Slot.Start.Equal(f.slotStart(9)))
@@ -100,7 +100,7 @@ func TestLockedOrderAndRange(t *testing.T) {
 func TestLockedOutcomes(t *testing.T) {
 	f := newFixture(t, 6)
 	ctx := context.Background()
-	q := f.queue(Options{Retry: fixedRetry(time.Hour), MaxAttempts: 2})
+	q := f.queue(Options{Policy: Policy{Retry: fixedRetry(time.Hour), MaxAttempts: 2}})
 	type checkpoint struct{ Step int }
 
 	results, err := q.RunBatch(ctx, 6, func(ctx context.Context, tx pgx.Tx, s Slot) error {
@@ -244,7 +244,7 @@ func TestLockedMaxWork(t *testing.T) {
 			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 			require.NoError(t, err)
 			defer pool.Close()
-			q := f.queueOn(pool, Options{MaxWork: 200 * time.Millisecond, Retry: fixedRetry(time.Minute)})
+			q := f.queueOn(pool, Options{Policy: Policy{MaxWork: 200 * time.Millisecond, Retry: fixedRetry(time.Minute)}})
 			res, _, err := q.Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
 				if err := writeEffect(ctx, tx, f.schema, s, "locked"); err != nil {
 					return err
@@ -325,7 +325,7 @@ func TestLockedBackendTerminated(t *testing.T) {
 func TestLockedDeadManSwitch(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	frozen := f.queue(Options{DeadMan: time.Second})
+	frozen := f.queue(Options{Policy: Policy{DeadMan: time.Second}})
 	frozen.testNoPing = true
 	inHandler := make(chan struct{})
 	wake := make(chan struct{})
@@ -394,7 +394,7 @@ func TestLockedPingsKeepAnIdleHandlerAlive(t *testing.T) {
 		}
 		close(release)
 	}()
-	res, _, err := f.queue(Options{DeadMan: time.Second}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+	res, _, err := f.queue(Options{Policy: Policy{DeadMan: time.Second}}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 		var at time.Time
 		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
 			return err
@@ -417,7 +417,7 @@ func TestLockedPingNoticesALostSession(t *testing.T) {
 	pid := make(chan int32, 1)
 	done := make(chan Result, 1)
 	go func() {
-		res, _, _ := f.queue(Options{DeadMan: time.Second}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+		res, _, _ := f.queue(Options{Policy: Policy{DeadMan: time.Second}}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 			var p int32
 			if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&p); err != nil {
 				return err
@@ -443,7 +443,7 @@ func TestLockedPingNoticesALostSession(t *testing.T) {
 // pinger is busy, under the race detector.
 func TestLockedPingerAndHandlerShareTheConnection(t *testing.T) {
 	f := newFixture(t, 1)
-	res, _, err := f.queue(Options{DeadMan: time.Second}).Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
+	res, _, err := f.queue(Options{Policy: Policy{DeadMan: time.Second}}).Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
 		deadline := time.Now().Add(1500 * time.Millisecond)
 		for time.Now().Before(deadline) {
 			rows, err := tx.Query(ctx, "SELECT generate_series(1, 10)")
@@ -651,8 +651,8 @@ func TestSeriesMaxAttempts(t *testing.T) {
 func TestTimeoutRecordedOutOfBand(t *testing.T) {
 	f := newFixture(t, 2)
 	ctx := context.Background()
-	q := f.queue(Options{Retry: fixedRetry(time.Hour)})
-	leases, err := f.queue(Options{LeaseTTL: time.Minute}).Claim(ctx, 1)
+	q := f.queue(Options{Policy: Policy{Retry: fixedRetry(time.Hour)}})
+	leases, err := f.queue(Options{Policy: Policy{LeaseTTL: time.Minute}}).Claim(ctx, 1)
 	require.NoError(t, err)
 	live := leases[0]
 	timedOut := func(start time.Time, heldFence int64) Result {

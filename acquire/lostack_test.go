@@ -26,7 +26,7 @@ func TestLostAcknowledgments(t *testing.T) {
 	ctx := context.Background()
 	t.Run("claim", func(t *testing.T) {
 		f := newFixture(t, 2)
-		q := f.queue(Options{LeaseTTL: time.Hour})
+		q := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour}})
 		loseNextAck(q)
 		leases, err := q.Claim(ctx, 1)
 		require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestLostAcknowledgments(t *testing.T) {
 	})
 	t.Run("fail", func(t *testing.T) {
 		f := newFixture(t, 1)
-		q := f.queue(Options{Retry: fixedRetry(time.Hour)})
+		q := f.queue(Options{Policy: Policy{Retry: fixedRetry(time.Hour)}})
 		leases, err := q.Claim(ctx, 1)
 		require.NoError(t, err)
 		loseNextAck(q)

@@ -92,7 +92,7 @@ func TestMisbehavingHandlers(t *testing.T) {
 			f := newFixture(t, 2)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			q := f.queue(Options{MaxWork: 300 * time.Millisecond, Retry: fixedRetry(time.Hour)})
+			q := f.queue(Options{Policy: Policy{MaxWork: 300 * time.Millisecond, Retry: fixedRetry(time.Hour)}})
 			res, ok, _ := q.Run(ctx, c.handler(f))
 			require.True(t, ok)
 			require.Equal(t, c.outcome, res.Outcome, "%v", res.Err)
@@ -150,7 +150,7 @@ func TestMaxWorkOverrunCompleted(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	f := newFixture(t, 1)
-	q := f.queueOn(pool, Options{MaxWork: 100 * time.Millisecond})
+	q := f.queueOn(pool, Options{Policy: Policy{MaxWork: 100 * time.Millisecond}})
 	res, _, err := q.Run(context.Background(), func(ctx context.Context, tx pgx.Tx, s Slot) error {
 		<-ctx.Done() // past MaxWork, then finish the work anyway
 		return writeEffect(context.WithoutCancel(ctx), tx, f.schema, s, "locked")

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// ErrLeaseLost is returned by every guarded write of a lease (Complete,
-// CompleteTx, Fail, Skip, Snooze, Release, Checkpoint, Extend) when the slot
+// ErrLeaseLost is returned by every guarded write of a lease (Finish,
+// CompleteTx, Release, Checkpoint, Extend) when the slot
 // is no longer held by this owner with this fencing token: the lease expired
 // and another worker took the slot over, it was ejected, or it was
 // re-opened. Nothing was changed. Roll back whatever depends on the lease.
@@ -97,7 +97,7 @@ type Result struct {
 	Err      error
 	Delay    time.Duration // until the slot is acquirable again, for Snoozed and Failed
 	Duration time.Duration // the handler's running time
-	// Overrun is how long past Options.MaxWork a locked-mode handler that
+	// Overrun is how long past Policy.MaxWork a locked-mode handler that
 	// returned nil ran: its slot is completed all the same (its transaction,
 	// and so its lock, lasted the whole time), and the overrun is written in
 	// the slot's message.

@@ -33,7 +33,7 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 			if analyzed == "before" {
 				f.exec(`VACUUM ANALYZE {{schema}}.slot`)
 			}
-			held, err := f.queue(Options{LeaseTTL: time.Hour}).Claim(ctx, 1_000)
+			held, err := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour}}).Claim(ctx, 1_000)
 			require.NoError(t, err)
 			require.Len(t, held, 1_000)
 			if analyzed == "after" {
@@ -41,7 +41,7 @@ func TestLeaseStatementsReadOnlyTheirSlots(t *testing.T) {
 			}
 
 			pool := pgtest.OwnPool(t, f.db.URL, 3, "force_generic_plan") // 3: the fewest a queue takes
-			q := f.queueOn(pool, Options{LeaseTTL: time.Hour})
+			q := f.queueOn(pool, Options{Policy: Policy{LeaseTTL: time.Hour}})
 
 			round := func() {
 				leases, err := q.Claim(ctx, 10)
@@ -99,7 +99,7 @@ func TestClaimsSkipFinishedSlots(t *testing.T) {
 				f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE `+finished, f.slotStart(10_000))
 
 				pool := pgtest.OwnPool(t, f.db.URL, 3, mode) // 3: the fewest a queue takes
-				q := f.queueOn(pool, Options{LeaseTTL: time.Hour, NewestFirst: newest})
+				q := f.queueOn(pool, Options{Policy: Policy{LeaseTTL: time.Hour, NewestFirst: newest}})
 
 				claim := func(i int) {
 					leases, err := q.Claim(ctx, 10)
@@ -149,7 +149,7 @@ func TestLeaseListsScaleWithLeases(t *testing.T) {
 	for _, analyzed := range []bool{false, true} {
 		ctx := context.Background()
 		f := newFixture(t, slots)
-		q := f.queue(Options{LeaseTTL: time.Hour})
+		q := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour}})
 		held, err := q.Claim(ctx, leases)
 		require.NoError(t, err)
 		require.Len(t, held, leases)

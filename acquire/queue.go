@@ -18,14 +18,13 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// Defaults of Options.
+// Defaults of Options and Policy, stated on their fields.
 const (
-	DefaultMaxWork  = 5 * time.Minute
-	DefaultDeadMan  = 10 * time.Second
-	DefaultLeaseTTL = 30 * time.Second
-	DefaultReserve  = 2
-	// DefaultTakeoverGrace is the default of Options.TakeoverGrace.
-	DefaultTakeoverGrace = 5 * time.Second
+	defaultMaxWork       = 5 * time.Minute
+	defaultDeadMan       = 10 * time.Second
+	defaultLeaseTTL      = 30 * time.Second
+	defaultReserve       = 2
+	defaultTakeoverGrace = 5 * time.Second
 )
 
 // ErrPoolTooSmall is returned by New when the pool cannot both hold a
@@ -41,22 +40,54 @@ type Options struct {
 	Schema string
 
 	// From and To limit acquisition to slots starting in [From, To). Zero
-	// values mean unbounded; New fails with slot.ErrInvalid when From is
-	// after To.
+	// values mean unbounded; New fails with an error wrapping slot.ErrInvalid
+	// when From is after To.
 	From, To time.Time
+
+	// Policy is how the queue takes, holds and retries slots: the settings
+	// a job of the root package sets for its slots (almanac.Job embeds the
+	// same Policy).
+	Policy
+
+	// Owner identifies this queue's leases. Default: a random UUID per
+	// Queue. With the default, a claim whose connection was lost while it
+	// committed has its slots released at once; with an Owner given (which
+	// may be shared), they wait for their leases to expire.
+	Owner uuid.UUID
+	// Reserve is how many connections of the pool locked mode never holds,
+	// so that completing, failing and heart-beating never wait for a
+	// connection. Default 2. It applies to every Queue on the same pool and
+	// is fixed by the first Queue created for that pool.
+	Reserve int
+	// CompletionWindow, when positive, makes a lease's completion (Finish
+	// with a nil error) wait up to this long for the completions of other
+	// leases of the queue, to be written with them in one statement: for
+	// many workers that hold one lease each (almanac's lease-mode jobs wait
+	// 5 ms). Default 0: each completion is written at once.
+	CompletionWindow time.Duration
+	// Logger receives warnings (a lost connection, an ejection) and errors
+	// (a lease write refused because the slot is no longer this holder's).
+	// Default: silent.
+	Logger *slog.Logger
+}
+
+// Policy is how slots are taken, held and retried. The zero value is
+// usable: every field has a default, stated with it.
+type Policy struct {
+	// Lag is how long after its end a slot becomes due: an AVAILABLE slot is
+	// acquired only once slot_end + Lag has passed on the database clock,
+	// whatever the worker's clock says ("the five-minute window that began
+	// six minutes ago" is a PT5M series with a one-minute lag, to absorb
+	// late data). Default 0: as soon as it ends. A negative Lag lets slots be
+	// acquired before they end (work that does not wait for its interval to
+	// be over), by that much.
+	Lag time.Duration
 	// NewestFirst acquires the latest slot first (for freshness) instead of
 	// the oldest (for completeness, the default). Oldest first, a slot that
 	// becomes acquirable again behind the slots the queue is working on,
 	// by another process's hand, may wait up to a second while there is
 	// work after it (see Rewind).
 	NewestFirst bool
-	// Lag is how long after its end a slot becomes due: an AVAILABLE slot is
-	// acquired only once slot_end + Lag has passed on the database clock,
-	// whatever the worker's clock says. Default 0: as soon as it ends. A
-	// negative Lag lets slots be acquired before they end (work that does
-	// not wait for its interval to be over), by that much.
-	Lag time.Duration
-
 	// MaxWork bounds one handler run in locked mode: its context gets this
 	// deadline. A handler that then returns an error fails with "handler
 	// exceeded MaxWork"; one that returns nil is completed all the same
@@ -81,8 +112,8 @@ type Options struct {
 	// queue takes the slot over. A holder cut off from the database (a
 	// failover, a restart) may have finished its work and be waiting to
 	// record the outcome; the grace lets it do so once the database is
-	// back, instead of having its slot run a second time. Default
-	// DefaultTakeoverGrace; a negative value means none.
+	// back, instead of having its slot run a second time. Default 5 s; a
+	// negative value means none.
 	TakeoverGrace time.Duration
 	// StopBefore is how long before its lease could expire a lease holder
 	// that cannot renew it (the database is unreachable) gives the lease
@@ -98,21 +129,6 @@ type Options struct {
 	// success or re-open. 0 means the series' max_attempts setting, and no
 	// limit when that is unset too.
 	MaxAttempts int
-
-	// Owner identifies this queue's leases. Default: a random UUID per
-	// Queue. With the default, a claim whose connection was lost while it
-	// committed has its slots released at once; with an Owner given (which
-	// may be shared), they wait for their leases to expire.
-	Owner uuid.UUID
-	// Reserve is how many connections of the pool locked mode never holds,
-	// so that completing, failing and heart-beating never wait for a
-	// connection. Default 2. It applies to every Queue on the same pool and
-	// is fixed by the first Queue created for that pool.
-	Reserve int
-	// Logger receives warnings (a lost connection, an ejection) and errors
-	// (a lease write refused because the slot is no longer this holder's).
-	// Default: silent.
-	Logger *slog.Logger
 }
 
 // Queue acquires the slots of one series and records their outcomes. It is
@@ -132,6 +148,10 @@ type Queue struct {
 	floor    *floor
 	frontier frontier
 
+	// merge writes completions together (Options.CompletionWindow); nil
+	// when each is written at once.
+	merge *merger
+
 	// leases are this queue's live leases (see holdings); sharedOwner is
 	// set when Options.Owner was given, and orphans are then left alone.
 	leases      holdings
@@ -149,7 +169,8 @@ type Queue struct {
 
 // New returns a Queue for the registered series grid. It fails when the
 // series is not registered with this grid (an error wrapping
-// seriesdb.ErrNotFound or ErrConflict), and with ErrPoolTooSmall when the
+// almanac.ErrUnknownSeries or almanac.ErrSeriesConflict: the root package
+// names the errors the layers share), and with ErrPoolTooSmall when the
 // pool leaves no connection for locked mode.
 func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options) (*Queue, error) {
 	if opts.Schema == "" {
@@ -159,17 +180,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 		return nil, err
 	}
 	if opts.MaxWork <= 0 {
-		opts.MaxWork = DefaultMaxWork
+		opts.MaxWork = defaultMaxWork
 	}
 	if opts.DeadMan <= 0 {
-		opts.DeadMan = DefaultDeadMan
+		opts.DeadMan = defaultDeadMan
 	}
 	opts.DeadMan = max(opts.DeadMan, time.Second)
 	if opts.LeaseTTL <= 0 {
-		opts.LeaseTTL = DefaultLeaseTTL
+		opts.LeaseTTL = defaultLeaseTTL
 	}
 	if opts.TakeoverGrace == 0 {
-		opts.TakeoverGrace = DefaultTakeoverGrace
+		opts.TakeoverGrace = defaultTakeoverGrace
 	}
 	opts.TakeoverGrace = max(opts.TakeoverGrace, 0)
 	if opts.StopBefore <= 0 {
@@ -189,7 +210,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 		opts.Owner = uuid.New()
 	}
 	if opts.Reserve <= 0 {
-		opts.Reserve = DefaultReserve
+		opts.Reserve = defaultReserve
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -214,6 +235,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 		from: opts.From, to: opts.To, floor: newFloor(opts.NewestFirst, grid), sharedOwner: sharedOwner,
 		maxWorkCause: fmt.Errorf("%w (%s)", errMaxWork, opts.MaxWork),
 	}
+	if opts.CompletionWindow > 0 {
+		q.merge = newMerger(q)
+	}
 	if q.from.IsZero() {
 		q.from = slot.MinTime()
 	}
@@ -234,9 +258,6 @@ func (q *Queue) Rewind() {
 	q.floor.rewind()
 	q.rewindFrontier()
 }
-
-// Series returns the queue's series grid.
-func (q *Queue) Series() slot.Series { return q.grid }
 
 // Owner returns the owner id written on this queue's leases.
 func (q *Queue) Owner() uuid.UUID { return q.opts.Owner }

@@ -16,7 +16,7 @@ type RetryPolicy func(failures int, err error) (delay time.Duration, retry bool)
 // Exponential returns a policy that waits base·2^(failures-1), capped at
 // limit, spread by ±jitter (a fraction, e.g. 0.2 for ±20 %) so that slots
 // failing together do not retry in lockstep. It always retries; a
-// per-series maximum of attempts parks slots (Options.MaxAttempts).
+// per-series maximum of attempts parks slots (Policy.MaxAttempts).
 func Exponential(base, limit time.Duration, jitter float64) RetryPolicy {
 	return func(failures int, _ error) (time.Duration, bool) {
 		d := float64(base) * math.Pow(2, float64(max(failures, 1)-1))

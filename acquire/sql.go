@@ -40,7 +40,7 @@ type statements struct {
 // order, from the part [{{lo}}, {{hi}}) of the range (see floor). A slot is due once slot_end + lag has passed on the database
 // clock, whatever the worker's clock says; {{lag}} is the parameter holding
 // the lag in microseconds. An expired lease is taken over once it has been
-// expired for {{grace}} microseconds (Options.TakeoverGrace).
+// expired for {{grace}} microseconds (Policy.TakeoverGrace).
 //
 // Expired leases are found through slot_acquired_idx, by expiry alone, so
 // that a claim reads the expired leases, not every lease held, let alone

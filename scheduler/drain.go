@@ -137,8 +137,6 @@ func (s *Scheduler) RunOnce(ctx context.Context) (Summary, error) {
 	defer s.logStopped(context.WithoutCancel(ctx))
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	s.startCompleters()
-	defer s.stopCompleters()
 	var workers sync.WaitGroup
 	var left scopeState
 	for {

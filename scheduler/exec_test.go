@@ -25,7 +25,7 @@ func runCommand(t *testing.T, db *pgtest.DB, cmd Command) acquire.Outcome {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
 	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, End: start.Add(time.Minute), Mode: Lease,
-		LeaseHandler: cmd.LeaseHandler(), Queue: acquire.Options{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
+		LeaseHandler: cmd.LeaseHandler(), Queue: acquire.Options{Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}}))
 	_, err := s.RunOnce(context.Background())
 	if err != nil {
 		require.ErrorIs(t, err, ErrIncomplete, "only a failed slot may be left")
@@ -144,7 +144,7 @@ func TestHandlerErrorIsStorable(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rec := &recorder{}
 	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
-	retry := acquire.Options{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}
+	retry := acquire.Options{Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}
 	require.NoError(t, s.Add(Job{Series: series(t, "locked", "PT1M"), Start: start, End: start.Add(time.Minute), Queue: retry,
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return errors.New(text) }}))
 	require.NoError(t, s.Add(Job{Series: series(t, "lease", "PT1M"), Start: start, End: start.Add(time.Minute), Queue: retry, Mode: Lease,

@@ -98,14 +98,6 @@ type Job struct {
 	Queue acquire.Options
 }
 
-// leaseTTL is the lease length of the job's queue.
-func (j *Job) leaseTTL() time.Duration {
-	if j.Queue.LeaseTTL > 0 {
-		return j.Queue.LeaseTTL
-	}
-	return acquire.DefaultLeaseTTL
-}
-
 // Validate reports what is wrong with the job, before it is added: no
 // series, no handler for its mode, a negative lag, a cron spec that is
 // malformed or never fires. Errors wrap slot.ErrInvalid.

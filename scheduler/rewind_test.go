@@ -40,7 +40,8 @@ func TestWakeRewindsTheQueue(t *testing.T) {
 	}
 	first := claim(10)
 	claim(10) // the queue now searches from slot 10
-	require.NoError(t, first[0].Complete(ctx))
+	_, _, err = first[0].Finish(ctx, nil)
+	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE' WHERE slot_start = $1`, db.Schema), from)
 	require.NoError(t, err)
 

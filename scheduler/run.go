@@ -69,9 +69,6 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 func (s *Scheduler) run(ctx context.Context) {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	s.startCompleters()
-	defer s.stopCompleters()
-
 	var background sync.WaitGroup
 	background.Add(1)
 	go func() {
@@ -113,22 +110,6 @@ func (s *Scheduler) run(ctx context.Context) {
 		<-finished
 	}
 	background.Wait()
-}
-
-func (s *Scheduler) startCompleters() {
-	for _, j := range s.jobs {
-		if j.Mode == Lease {
-			j.completer = j.queue.NewCompleter(0, 0)
-		}
-	}
-}
-
-func (s *Scheduler) stopCompleters() {
-	for _, j := range s.jobs {
-		if j.completer != nil {
-			j.completer.Close()
-		}
-	}
 }
 
 // dispatch hands free workers to jobs with work until ctx is done, or, with
@@ -250,8 +231,6 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease, clai
 	rctx, rcancel := context.WithTimeout(retry.Eager(context.WithoutCancel(ctx)), outcomeRetryLimit)
 	defer rcancel()
 	defer context.AfterFunc(ctx, func() { time.AfterFunc(afterStop, rcancel) })()
-	var skip *acquire.SkipError
-	var snooze *acquire.SnoozeError
 	var werr error
 	switch {
 	case errors.Is(context.Cause(hctx), acquire.ErrLeaseLost):
@@ -265,29 +244,13 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease, clai
 		_ = l.Release(gctx)
 		gcancel()
 		return res
-	case err == nil:
-		res.Outcome = acquire.Completed
-		for !l.Finished() {
-			// The completer gives up on a batch after a while; the lease's
-			// own deadline for recording is rctx's.
-			werr = j.completer.Complete(rctx, l)
-			if werr == nil || !retry.Transient(rctx, werr) {
-				break
-			}
-		}
-	case errors.As(err, &skip):
-		res.Outcome = acquire.Skipped
-		werr = l.Skip(rctx, skip.Reason)
-	case errors.As(err, &snooze):
-		res.Outcome, res.Delay = acquire.Snoozed, snooze.After
-		werr = l.Snooze(rctx, snooze.After, snooze.Data)
-	case ctx.Err() != nil:
+	case err != nil && !isSkipOrSnooze(err) && ctx.Err() != nil:
 		// Shutdown cut the handler short: give the slot back with its
 		// checkpoint, not counted as a failure.
 		res.Outcome, res.Err = acquire.Abandoned, context.Cause(ctx)
 		werr = l.Release(rctx)
 	default:
-		res.Outcome, res.Delay, werr = l.Fail(rctx, err)
+		res.Outcome, res.Delay, werr = l.Finish(rctx, err)
 	}
 	if werr != nil {
 		if res.Outcome != acquire.Abandoned {

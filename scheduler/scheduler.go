@@ -31,6 +31,10 @@ const (
 	DefaultBatch           = 100
 )
 
+// completionWindow is how long a lease-mode worker's completion waits for
+// others' to be written with them (acquire.Options.CompletionWindow).
+const completionWindow = 5 * time.Millisecond
+
 // ErrNoJobs is returned by Run, Start and RunOnce without a job.
 var ErrNoJobs = errors.New("scheduler: no jobs")
 
@@ -107,7 +111,6 @@ type job struct {
 	Job
 	queue     *acquire.Queue
 	cov       *coverage.Client
-	completer *acquire.Completer
 	trigger   trigger
 	start     time.Time // first slot covered
 	// owner, intervalText and the attributes label the job's log lines and
@@ -218,6 +221,11 @@ func (s *Scheduler) prepare(ctx context.Context) error {
 		}
 		if qopts.Logger == nil {
 			qopts.Logger = s.opts.Logger
+		}
+		if j.Mode == Lease {
+			// Lease workers hold one lease each: their completions are
+			// written together.
+			qopts.CompletionWindow = completionWindow
 		}
 		var err error
 		if j.queue, err = acquire.New(ctx, s.pool, j.Series, qopts); err != nil {

@@ -277,7 +277,7 @@ func TestLeaseOutcomes(t *testing.T) {
 	rec := &recorder{}
 	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
 	require.NoError(t, s.Add(Job{Series: series(t, "lease", "PT1M"), Start: minutesAgo(5), Mode: Lease,
-		Queue: acquire.Options{To: minutesAgo(0), Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }},
+		Queue: acquire.Options{To: minutesAgo(0), Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}},
 		LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 			switch l.Index % 5 {
 			case 0:
@@ -320,7 +320,7 @@ echo "done $ALMANAC_NAME"
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
 	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, End: start.Add(3 * time.Minute), Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
-		Queue: acquire.Options{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
+		Queue: acquire.Options{Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}}))
 	_, err := s.RunOnce(context.Background())
 	var left *IncompleteError
 	require.ErrorAs(t, err, &left)
@@ -347,7 +347,7 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 	g := series(t, "lost", "PT1M")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(time.Minute), Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
-		Queue: acquire.Options{LeaseTTL: 300 * time.Millisecond}}))
+		Queue: acquire.Options{Policy: acquire.Policy{LeaseTTL: 300 * time.Millisecond}}}))
 	done := make(chan struct{})
 	defer close(done)
 	go func() {

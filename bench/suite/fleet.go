@@ -39,7 +39,7 @@ func (e *env) newFleet(ctx context.Context, s *schema, grid slot.Series, workers
 			f.close()
 			return nil, err
 		}
-		q, err := acquire.New(ctx, pool, grid, acquire.Options{Schema: s.name})
+		q, err := acquire.New(ctx, pool, grid, acquire.Options{Schema: s.name, Reserve: reserve})
 		if err != nil {
 			pool.Close()
 			f.close()

@@ -84,14 +84,14 @@ func (s *schema) capture(ctx context.Context, grid slot.Series, n int, work func
 	}
 	rec := &recorder{}
 	cfg := s.e.admin.Config()
-	cfg.MaxConns = 1 + acquire.DefaultReserve
+	cfg.MaxConns = 1 + reserve
 	cfg.ConnConfig.Tracer = rec
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	defer pool.Close()
-	q, err := acquire.New(ctx, pool, grid, acquire.Options{Schema: s.name})
+	q, err := acquire.New(ctx, pool, grid, acquire.Options{Schema: s.name, Reserve: reserve})
 	if err != nil {
 		return nil, err
 	}

@@ -205,7 +205,7 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 	if err != nil {
 		return rep, err
 	}
-	cfg.MaxConns = int32(opts.Workers + acquire.DefaultReserve + 4)
+	cfg.MaxConns = int32(opts.Workers + reserve + 4)
 	pool, err := pgxpool.NewWithConfig(setupCtx, cfg)
 	if err != nil {
 		return rep, fmt.Errorf("sustained: connect: %w", err)
@@ -242,7 +242,7 @@ func RunSustained(ctx context.Context, opts SustainedOptions) (SustainedReport, 
 	if err := s.vacuum(setupCtx); err != nil {
 		return rep, err
 	}
-	q, err := acquire.New(setupCtx, pool, grid, acquire.Options{Schema: s.name})
+	q, err := acquire.New(setupCtx, pool, grid, acquire.Options{Schema: s.name, Reserve: reserve})
 	if err != nil {
 		return rep, err
 	}

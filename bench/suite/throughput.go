@@ -77,11 +77,16 @@ func (s *schema) drainEach(ctx context.Context, grid slot.Series, n int, steps [
 	return float64(n) / elapsed.Seconds(), nil
 }
 
+// reserve is how many connections of a pool locked mode leaves free
+// (acquire.Options.Reserve); the suite's queues say it, and their pools are
+// sized with it.
+const reserve = 2
+
 // workerPool opens a warm pool for workers locked-mode workers: one
 // connection each, the reserve locked mode never holds, and two for the
 // rest.
 func (e *env) workerPool(ctx context.Context, workers int) (*pgxpool.Pool, error) {
-	return e.pool(ctx, workers+acquire.DefaultReserve+2)
+	return e.pool(ctx, workers+reserve+2)
 }
 
 // throughputSetup is what a throughput scenario works on.
@@ -111,7 +116,7 @@ func (e *env) setupThroughput(ctx context.Context, tag string, workers int) (t t
 		return fail(err)
 	}
 	release = func() { t.pool.Close(); t.s.drop() }
-	if t.q, err = acquire.New(ctx, t.pool, t.grid, acquire.Options{Schema: t.s.name}); err != nil {
+	if t.q, err = acquire.New(ctx, t.pool, t.grid, acquire.Options{Schema: t.s.name, Reserve: reserve}); err != nil {
 		return fail(err)
 	}
 	return t, release, nil

@@ -271,7 +271,7 @@ func (r *round) eject(p *proc) (*ejection, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := acquire.New(ctx, r.admin, r.grid, acquire.Options{Schema: r.schema, LeaseTTL: leaseTTL})
+	q, err := acquire.New(ctx, r.admin, r.grid, acquire.Options{Schema: r.schema, Policy: acquire.Policy{LeaseTTL: leaseTTL}})
 	if err != nil {
 		return nil, err
 	}

@@ -146,6 +146,10 @@ type worker struct {
 	effect string
 }
 
+// reserve is the pool connections locked mode leaves free
+// (acquire.Options.Reserve).
+const reserve = 2
+
 func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err := sqlschema.Check(cfg.schema); err != nil {
 		return err
@@ -155,9 +159,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	app := "chaos-" + cfg.name
-	// Locked mode holds one connection per goroutine; Reserve more stay
+	// Locked mode holds one connection per goroutine; reserve more stay
 	// free for lease writes and heartbeats, and one for materializing.
-	pool, err := newPool(cfg.db, app, int32(cfg.concurrency+acquire.DefaultReserve+1), true)
+	pool, err := newPool(cfg.db, app, int32(cfg.concurrency+reserve+1), true)
 	if err != nil {
 		return err
 	}
@@ -179,13 +183,14 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}
 		w.grid = def.Grid
 		w.queue, err = acquire.New(ctx, pool, def.Grid, acquire.Options{
-			Schema: cfg.schema, From: cfg.from, To: cfg.to,
-			MaxWork: 10 * cfg.workMax, DeadMan: cfg.deadMan, LeaseTTL: cfg.leaseTTL,
-			// Frozen holders are taken over as soon as their lease ends, so
-			// that every round exercises takeovers and fencing.
-			TakeoverGrace: -1,
-			Retry:         acquire.Exponential(100*time.Millisecond, 500*time.Millisecond, 0.5),
-			Logger:        logger,
+			Schema: cfg.schema, From: cfg.from, To: cfg.to, Reserve: reserve, Logger: logger,
+			Policy: acquire.Policy{
+				MaxWork: 10 * cfg.workMax, DeadMan: cfg.deadMan, LeaseTTL: cfg.leaseTTL,
+				// Frozen holders are taken over as soon as their lease ends, so
+				// that every round exercises takeovers and fencing.
+				TakeoverGrace: -1,
+				Retry:         acquire.Exponential(100*time.Millisecond, 500*time.Millisecond, 0.5),
+			},
 		})
 		return err
 	})
@@ -376,7 +381,8 @@ func (w *worker) lease(ctx context.Context, rng *rand.Rand, l *acquire.Lease) {
 	var outcome, detail string
 	switch {
 	case w.skip(l.Slot):
-		outcome, detail = guarded("skip", l.Skip(wctx, skipReason))
+		_, _, serr := l.Finish(wctx, acquire.Skip(skipReason))
+		outcome, detail = guarded("skip", serr)
 	default:
 		// The work ends early if the heartbeat finds the lease lost; we go
 		// on to write anyway.
@@ -387,7 +393,7 @@ func (w *worker) lease(ctx context.Context, rng *rand.Rand, l *acquire.Lease) {
 		case ctx.Err() != nil:
 			outcome, detail = guarded("release", l.Release(wctx))
 		case rng.Float64() < w.cfg.failRate:
-			_, _, ferr := l.Fail(wctx, errInjected)
+			_, _, ferr := l.Finish(wctx, errInjected)
 			outcome, detail = guarded("fail", ferr)
 		default:
 			outcome, detail = w.complete(wctx, l)
