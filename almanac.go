@@ -18,11 +18,10 @@ import (
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/telemetry"
-	"github.com/almanacdev/almanac/scheduler"
 )
 
-// DefaultRetryBudget is the default of Options.RetryBudget.
-const DefaultRetryBudget = time.Minute
+// defaultRetryBudget is the default of Options.RetryBudget.
+const defaultRetryBudget = time.Minute
 
 // Options configure a Client. The zero value is usable.
 type Options struct {
@@ -51,10 +50,20 @@ type Options struct {
 	// locked mode each running worker holds one connection of the pool;
 	// keep Concurrency below the pool's MaxConns minus 2.
 	Concurrency int
-	// PollInterval, ShutdownTimeout and Clock: see scheduler.Options.
-	PollInterval    time.Duration
+	// PollInterval is how often idle jobs look for work without being
+	// woken: the fallback for missed notifications (a listener that cannot
+	// receive, see ListenURL) and for retries whose backoff ran out.
+	// Default 5 s.
+	PollInterval time.Duration
+	// ShutdownTimeout is how long running handlers may take to finish once
+	// Stop is called (or Drain's context ends), before their contexts are
+	// cancelled. Default 30 s.
 	ShutdownTimeout time.Duration
-	Clock           scheduler.Clock
+	// Clock times the jobs' waits (triggers, polls, the shutdown timeout).
+	// What is due, lease deadlines and retry backoff are decided by the
+	// database clock, never by it. Default: the system clock; tests replace
+	// it to check schedules without waiting.
+	Clock Clock
 	// Pooler says whether the pool's connections go through a pooler such
 	// as PgBouncer. Default PoolerAuto: a pool that goes through one and
 	// prepares named statements (pgx's default, which fails at random
@@ -80,7 +89,7 @@ type Options struct {
 	// RetryBudget bounds how long a call keeps retrying transient faults
 	// (a lost connection, a restarting or full server, a failover) before
 	// it returns an error wrapping ErrUnavailable; the caller's context
-	// bounds it too. Default DefaultRetryBudget. Start, Stop and the
+	// bounds it too. Default 1 min. Start, Stop and the
 	// running workers are not bound by it: Start retries until its
 	// context ends, and workers for as long as they run.
 	RetryBudget time.Duration
@@ -100,10 +109,10 @@ type Client struct {
 	opts   Options
 	listen *pgx.ConnConfig
 
-	mu    sync.Mutex
-	jobs  []scheduler.Job
-	sched *scheduler.Scheduler // running, between Start and Stop
-	covs  map[string]*coverage.Client
+	mu      sync.Mutex
+	jobs    []Job
+	running *engine // between Start and Stop
+	covs    map[string]*coverage.Client
 
 	tel *telemetry.Instruments
 
@@ -113,21 +122,13 @@ type Client struct {
 
 // New returns a Client working on pool.
 func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
-	if opts.Schema == "" {
-		opts.Schema = sqlschema.Default
-	}
+	opts = opts.withDefaults()
 	if err := sqlschema.Check(opts.Schema); err != nil {
 		return nil, err
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	// Every line below passes through redaction: an error may quote a
 	// connection URL.
 	opts.Logger = slog.New(redact.Handler(opts.Logger.Handler()))
-	if opts.RetryBudget <= 0 {
-		opts.RetryBudget = DefaultRetryBudget
-	}
 	if err := input.CheckActor(opts.Actor); err != nil {
 		return nil, fmt.Errorf("Options.Actor: %w", err)
 	}
@@ -147,6 +148,32 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 		c.listen = cfg
 	}
 	return c, nil
+}
+
+// withDefaults returns opts with the defaults of its zero fields.
+func (opts Options) withDefaults() Options {
+	if opts.Schema == "" {
+		opts.Schema = sqlschema.Default
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = defaultConcurrency
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = defaultPollInterval
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
+	}
+	if opts.RetryBudget <= 0 {
+		opts.RetryBudget = defaultRetryBudget
+	}
+	return opts
 }
 
 // call returns the context of one call: ctx with the client's retry budget
@@ -171,13 +198,12 @@ func (c *Client) logRetries(ctx context.Context) context.Context {
 // wrapping ErrInvalid, as is a second job for the same series. It returns
 // ErrStarted while the client is started.
 func (c *Client) Register(j Job) error {
-	sj := j.schedulerJob()
-	if err := sj.Validate(); err != nil {
+	if err := j.validate(); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sched != nil {
+	if c.running != nil {
 		return ErrStarted
 	}
 	for _, other := range c.jobs {
@@ -185,27 +211,22 @@ func (c *Client) Register(j Job) error {
 			return fmt.Errorf("%w: a job for %s is registered already", ErrInvalid, j.Series)
 		}
 	}
-	c.jobs = append(c.jobs, sj)
+	c.jobs = append(c.jobs, j)
 	return nil
 }
 
-// scheduler builds a scheduler for the registered jobs. Called with c.mu
-// held.
-func (c *Client) scheduler() (*scheduler.Scheduler, error) {
+// engine builds an engine for the registered jobs. Called with c.mu held.
+func (c *Client) engine() (*engine, error) {
 	if len(c.jobs) == 0 {
 		return nil, ErrNoJobs
 	}
-	s := scheduler.New(c.pool, scheduler.Options{
-		Schema: c.opts.Schema, Concurrency: c.opts.Concurrency, Logger: c.opts.Logger,
-		PollInterval: c.opts.PollInterval, ShutdownTimeout: c.opts.ShutdownTimeout, Clock: c.opts.Clock,
-		Listen: c.listen, MeterProvider: c.opts.MeterProvider, TracerProvider: c.opts.TracerProvider,
-	})
+	e := newEngine(c.pool, c.opts, c.listen)
 	for _, j := range c.jobs {
-		if err := s.Add(j); err != nil {
+		if err := e.add(j); err != nil {
 			return nil, err
 		}
 	}
-	return s, nil
+	return e, nil
 }
 
 // Start runs the registered jobs in the background: due slots are
@@ -226,17 +247,17 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sched != nil {
+	if c.running != nil {
 		return ErrStarted
 	}
-	s, err := c.scheduler()
+	e, err := c.engine()
 	if err != nil {
 		return err
 	}
-	if err := s.Start(ctx); err != nil {
+	if err := e.start(ctx); err != nil {
 		return err
 	}
-	c.sched = s
+	c.running = e
 	return nil
 }
 
@@ -248,13 +269,13 @@ func (c *Client) Start(ctx context.Context) error {
 // ErrNotStarted if the client is not started.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
-	s := c.sched
-	c.sched = nil
+	e := c.running
+	c.running = nil
 	c.mu.Unlock()
-	if s == nil {
+	if e == nil {
 		return ErrNotStarted
 	}
-	return s.Stop(ctx)
+	return e.stop(ctx)
 }
 
 // Drain is a batch run, for cron-driven programs and tests: it materializes
@@ -266,25 +287,25 @@ func (c *Client) Stop(ctx context.Context) error {
 // parked.
 //
 // It returns nil only when every slot in scope is COMPLETE or SKIP (the
-// scope of a job: its slots from Job.Start, else the earliest stored one,
-// to the last one due, or Job.End); otherwise an error wrapping
+// scope of a job: its slots from Job.From, else the earliest stored one,
+// to the last one due, or Job.To); otherwise an error wrapping
 // ErrIncomplete that says how many are left and why (an *IncompleteError),
 // also when ctx ends first. It returns ErrStarted while the client is
 // started (its running jobs would compete with the drain's).
 func (c *Client) Drain(ctx context.Context) (Summary, error) {
 	ctx = c.logRetries(ctx)
 	if err := c.checkPool(ctx); err != nil {
-		return nil, err
+		return Summary{}, err
 	}
 	c.mu.Lock()
-	if c.sched != nil {
+	if c.running != nil {
 		c.mu.Unlock()
-		return nil, ErrStarted
+		return Summary{}, ErrStarted
 	}
-	s, err := c.scheduler()
+	e, err := c.engine()
 	c.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return Summary{}, err
 	}
-	return s.RunOnce(ctx)
+	return e.drain(ctx)
 }

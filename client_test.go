@@ -38,7 +38,7 @@ func TestClientLifecycle(t *testing.T) {
 
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ran := make(chan time.Time, 10)
-	job := almanac.Job{Series: series, Start: from, End: from.Add(2 * time.Minute),
+	job := almanac.Job{Series: series, From: from, To: from.Add(2 * time.Minute),
 		Handler: func(_ context.Context, _ pgx.Tx, s almanac.Slot) error { ran <- s.Start; return nil }}
 	require.NoError(t, c.Register(job))
 	require.ErrorIs(t, c.Register(job), almanac.ErrInvalid, "two jobs for one series")
@@ -77,7 +77,7 @@ func TestReopenTx(t *testing.T) {
 	require.NoError(t, err)
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	runs := make(chan almanac.Slot, 10)
-	require.NoError(t, c.Register(almanac.Job{Series: series, Start: from, End: from.Add(3 * time.Hour),
+	require.NoError(t, c.Register(almanac.Job{Series: series, From: from, To: from.Add(3 * time.Hour),
 		Handler: func(_ context.Context, _ pgx.Tx, s almanac.Slot) error { runs <- s; return nil }}))
 	_, err = c.Drain(ctx)
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestCompactedSlotsNeverRunAgain(t *testing.T) {
 				runs[start.UTC()]++
 				mu.Unlock()
 			}
-			require.NoError(t, c.Register(almanac.Job{Series: s, Start: from, End: to, Mode: mode, Batch: 5,
+			require.NoError(t, c.Register(almanac.Job{Series: s, From: from, To: to, Mode: mode, Batch: 5,
 				Handler: func(_ context.Context, _ pgx.Tx, sl almanac.Slot) error { ran(sl.Start); return nil },
 				LeaseHandler: func(ctx context.Context, l *almanac.Lease) error {
 					ran(l.Start)
@@ -45,7 +45,7 @@ func TestCompactedSlotsNeverRunAgain(t *testing.T) {
 				}}))
 			summary, err := c.Drain(ctx)
 			require.NoError(t, err)
-			require.Equal(t, 24, summary[almanac.Completed])
+			require.Equal(t, 24, summary.Completed)
 
 			res, err := c.Compact(ctx, almanac.CompactOptions{Before: from.Add(12 * time.Hour)})
 			require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestCompactedSlotsNeverRunAgain(t *testing.T) {
 			require.Zero(t, m.Inserted)
 			summary, err = c.Drain(ctx)
 			require.NoError(t, err, "compacted slots count as done")
-			require.Zero(t, summary[almanac.Completed])
+			require.Zero(t, summary.Completed)
 			st, err := c.Status(ctx, s, from, to)
 			require.NoError(t, err)
 			require.EqualValues(t, 24, st.Complete)
@@ -73,7 +73,7 @@ func TestCompactedSlotsNeverRunAgain(t *testing.T) {
 			require.EqualValues(t, 3, ro.Reopened)
 			summary, err = c.Drain(ctx)
 			require.NoError(t, err)
-			require.Equal(t, 3, summary[almanac.Completed])
+			require.Equal(t, 3, summary.Completed)
 			for i := range 24 {
 				want := 1
 				if i >= 10 && i < 13 {

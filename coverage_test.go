@@ -116,11 +116,11 @@ func TestCoverage(t *testing.T) {
 	jobs := []almanac.Job{
 		// Expired leases are taken over at once (no grace), so that the
 		// stale holder below is overtaken within the test.
-		{Series: series, Start: from, End: to, Handler: locked("locked"), TakeoverGrace: -1},
-		{Series: series, Start: from, End: to, Mode: almanac.ModeLockedBatch, Batch: 10, Handler: locked("batch"),
-			TakeoverGrace: -1},
-		{Series: series, Start: from, End: to, Mode: almanac.ModeLease, LeaseHandler: leased,
-			LeaseTTL: 2 * time.Second, TakeoverGrace: -1},
+		{Series: series, From: from, To: to, Handler: locked("locked"), Policy: almanac.Policy{TakeoverGrace: -1}},
+		{Series: series, From: from, To: to, Mode: almanac.ModeLockedBatch, Batch: 10, Handler: locked("batch"),
+			Policy: almanac.Policy{TakeoverGrace: -1}},
+		{Series: series, From: from, To: to, Mode: almanac.ModeLease, LeaseHandler: leased,
+			Policy: almanac.Policy{LeaseTTL: 2 * time.Second, TakeoverGrace: -1}},
 	}
 	// instance starts one instance of job i: a Client with 8 workers.
 	instance := func(i int) (*almanac.Client, error) {

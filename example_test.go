@@ -37,13 +37,12 @@ func Example() {
 	to := from.Add(time.Hour)
 	err = client.Register(almanac.Job{
 		Series: reports,
-		Start:  from,
-		End:    to,
+		From:   from,
+		To:     to,
 		Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 			_, err := tx.Exec(ctx, "INSERT INTO "+table+" (slot, fence) VALUES ($1, $2)", s.String(), s.Fence)
 			return err
-		},
-	})
+		}})
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +58,7 @@ func Example() {
 	if err := pool.QueryRow(ctx, "SELECT min(slot) FROM "+table).Scan(&first); err != nil {
 		panic(err)
 	}
-	fmt.Println(summary[almanac.Completed], "slots complete,", len(gaps), "gaps")
+	fmt.Println(summary.Completed, "slots complete,", len(gaps), "gaps")
 	fmt.Println("first report:", first)
 	// Output:
 	// 12 slots complete, 0 gaps

@@ -144,7 +144,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 		require.NoError(t, err, "round %d: Series", round)
 		insert := sqlschema.Render(`INSERT INTO {{schema}}.effect VALUES ($1, $2)`, schema)
 		modes := []almanac.Mode{almanac.ModeLocked, almanac.ModeLockedBatch, almanac.ModeLease}
-		job := almanac.Job{Series: series, Start: from, End: to, Mode: modes[round%len(modes)], Batch: 5,
+		job := almanac.Job{Series: series, From: from, To: to, Mode: modes[round%len(modes)], Batch: 5,
 			Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 				_, err := tx.Exec(ctx, insert, s.Start, s.Fence)
 				return err
@@ -158,7 +158,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 					return err
 				})
 			},
-			LeaseTTL: 2 * time.Second,
+			Policy: almanac.Policy{LeaseTTL: 2 * time.Second},
 		}
 		require.NoError(t, client.Register(job))
 		require.NoError(t, client.Start(ctx), "round %d: Start", round)

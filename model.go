@@ -4,138 +4,93 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/scheduler"
 	"github.com/almanacdev/almanac/slot"
 )
 
-// The slot model: series, slots, intervals and the text forms a program
-// reads from its users. Package slot has the details (time zones, DST,
-// month ends); these names are here so that ordinary use needs only this
-// package.
+// The slot model and the working of a slot. Their types are defined in the
+// layers that need them too (slot for the calendar, acquire for custom
+// claim loops) and named here, with the same names, so that ordinary use
+// needs only this package; each comment says where the fields and methods
+// are documented.
 
 // Series is the grid of one series: a name, an ISO-8601 interval, a time
-// zone and an origin. Obtain one from Client.Series or Client.LookupSeries;
-// its ParseSlot reads a slot's text form.
+// zone and an origin. Obtain one from Client.Series or Client.LookupSeries.
+// Its methods (Slot, Floor, Next, Slots, ParseSlot, Count, ...) are
+// documented at slot.Series, with the calendar rules (time zones, DST,
+// month ends) in package slot.
 type Series = slot.Series
 
-// The working of a slot.
-
 // Slot is what a handler sees of the slot it holds: its bounds and text
-// form (Key and ComputationKey for idempotency keys), the fencing token, the
-// generation, the attempt number, whether it took over from an expired
-// holder, and the checkpoint of earlier attempts.
+// form, Key and ComputationKey for idempotency keys, the fencing token
+// (Fence), the generation, the attempt number, whether it took over from an
+// expired holder (TookOver), and the checkpoint of earlier attempts (Data).
+// Its fields are documented at acquire.Slot.
 type Slot = acquire.Slot
 
 // Lease is a slot held in lease mode: every write through it is guarded by
 // owner and fencing token (ErrLeaseLost when the slot is no longer its
-// holder's); CompleteTx completes it inside the caller's transaction.
+// holder's). A LeaseHandler runs its work under Context; CompleteTx
+// completes the slot inside the caller's transaction, Checkpoint saves
+// progress for the next holder. Its methods are documented at
+// acquire.Lease.
 type Lease = acquire.Lease
 
 // Handler does the work of one slot in locked mode. Everything it writes
-// through tx commits atomically with the slot's COMPLETE: return nil to
+// through tx commits atomically with the slot's outcome: return nil to
 // complete, Skip(reason) to skip, Snooze(d) to look again later, or an error
-// to have its writes rolled back and the failure retried with backoff.
+// to have its writes rolled back and the failure retried with backoff
+// (Policy.Retry). The whole contract, misbehaviour included, is documented
+// at acquire.Handler.
 type Handler = acquire.Handler
 
-// LeaseHandler does the work of one slot in lease mode. Return nil to
-// complete it (or complete it yourself with Lease.CompleteTx inside your
-// own transaction, to commit your writes with the completion), Skip, Snooze
-// or an error.
-type LeaseHandler = scheduler.LeaseHandler
+// LeaseHandler does the work of one slot in lease mode. It returns what a
+// Handler returns: nil to complete the slot (or it completes the slot
+// itself with Lease.CompleteTx inside its own transaction, to commit its
+// writes with the completion), Skip, Snooze or an error. Its context is
+// cancelled when the lease is lost or the client stops; the lease is then
+// released with its checkpoint.
+type LeaseHandler = acquire.LeaseHandler
 
-// Skip returns the error a handler returns to mark its slot SKIP.
+// Skip returns the error a handler returns to mark its slot SKIP with
+// reason ("holiday: no trading"): nothing to do for this interval, not a
+// failure. In locked mode the handler's writes commit with the SKIP.
 func Skip(reason string) error { return acquire.Skip(reason) }
 
-// Snooze returns the error a handler returns to be called again for the same
-// slot after d, without counting a failure; WithData saves a checkpoint.
-func Snooze(d time.Duration) *acquire.SnoozeError { return acquire.Snooze(d) }
+// Snooze returns the error a handler returns to be called again for the
+// same slot after d (database clock), without counting a failure: "no
+// result yet, look again in a minute". WithData saves a checkpoint, handed
+// to the next attempt as Slot.Data. In locked mode the handler's writes
+// commit with the snooze.
+func Snooze(d time.Duration) *SnoozeError { return acquire.Snooze(d) }
 
-// Outcome is how a slot's run ended; Summary counts them.
-type Outcome = acquire.Outcome
+// SnoozeError is the error Snooze returns: the delay (After) and the
+// checkpoint to save (Data, set by WithData), documented at
+// acquire.SnoozeError.
+type SnoozeError = acquire.SnoozeError
 
-// The outcomes of a slot's run.
-const (
-	Completed = acquire.Completed // COMPLETE, with the handler's writes
-	Skipped   = acquire.Skipped   // SKIP
-	Snoozed   = acquire.Snoozed   // AVAILABLE again after the snooze, not a failure
-	Failed    = acquire.Failed    // AVAILABLE again after the retry delay
-	Parked    = acquire.Parked    // gave up: stays visible until re-opened or retried
-	Abandoned = acquire.Abandoned // nothing recorded (shutdown, lost connection); acquirable again
-)
-
-// Summary counts the outcomes of Drain.
-type Summary = scheduler.Summary
-
-// IncompleteError is what Drain's error (wrapping ErrIncomplete) holds: the
-// slots left unfinished, by state.
-type IncompleteError = scheduler.IncompleteError
-
-// Mode is how a job holds its slots.
-type Mode = scheduler.Mode
-
-// The modes of a job.
-const (
-	// ModeLocked holds each slot in an open transaction, one slot per
-	// transaction; the handler's writes commit with COMPLETE. The default,
-	// for work of seconds to minutes.
-	ModeLocked = scheduler.Locked
-	// ModeLockedBatch locks up to Job.Batch slots per transaction: the
-	// throughput path for short handlers.
-	ModeLockedBatch = scheduler.LockedBatch
-	// ModeLease claims each slot with a committed, heart-beaten lease: for
-	// long work, work that must not hold a connection, and poolers.
-	ModeLease = scheduler.Lease
-)
-
-// CatchUp is the policy for slots missed while no worker ran.
-type CatchUp = scheduler.CatchUp
-
-// The catch-up policies.
-var (
-	// CatchUpAll runs every missed slot (the default).
-	CatchUpAll = scheduler.CatchUpAll
-	// CatchUpNone runs none: missed slots are written as SKIP with the
-	// reason "catch-up policy", so the hole stays visible.
-	CatchUpNone = scheduler.CatchUpNone
-)
-
-// CatchUpLatest runs the latest n missed slots and skips the older ones.
-func CatchUpLatest(n int) CatchUp { return scheduler.CatchUpLatest(n) }
-
-// ParseCatchUp reads all, none or latest:N.
-func ParseCatchUp(text string) (CatchUp, error) { return scheduler.ParseCatchUp(text) }
-
-// RetryPolicy maps a failure (the number of failures so far, and the error)
-// to a delay, or to giving up (the slot is parked).
+// RetryPolicy maps a failure (the number of failures so far, 1 after the
+// first, and the error) to a delay before the slot may be acquired again,
+// or to giving up: the slot is parked, AVAILABLE with not_before
+// 'infinity', visible in Status and Gaps until it is re-opened or retried.
 type RetryPolicy = acquire.RetryPolicy
 
-// Exponential waits base·2^(failures-1), capped at limit, spread by
-// ±jitter (a fraction).
+// Exponential returns a policy that waits base·2^(failures-1), capped at
+// limit, spread by ±jitter (a fraction, 0.2 for ±20 %) so that slots
+// failing together do not retry in lockstep. It always retries; use
+// Policy.MaxAttempts to park slots.
 func Exponential(base, limit time.Duration, jitter float64) RetryPolicy {
 	return acquire.Exponential(base, limit, jitter)
 }
 
-// DefaultRetry waits 1 s after the first failure, doubling up to 1 h, ±20 %.
+// DefaultRetry waits 1 s after the first failure, doubling up to 1 h, ±20 %:
+// 1 s, 2 s, 4 s, ... about 17 min after the 11th failure, then 1 h.
 var DefaultRetry = acquire.DefaultRetry
 
 // Command runs a program once per slot: the handler of the sidecar
-// (almanac run). Use its LeaseHandler in a Lease job, after Check.
+// (`almanac run`), for a ModeLease job. Call Check before registering the
+// job, so that a program that cannot start is refused before a slot is
+// claimed; use its LeaseHandler as Job.LeaseHandler. Its fields, the
+// program's environment and what dies when are documented at
+// scheduler.Command.
 type Command = scheduler.Command
-
-// DefaultSkipExitCode is the exit status with which a Command marks its slot
-// SKIP unless told otherwise.
-const DefaultSkipExitCode = scheduler.DefaultSkipExitCode
-
-// CheckSchedule reports whether spec is a cron spec a Job accepts: five
-// fields, @hourly, @every 5m, an optional CRON_TZ= prefix, and a next
-// firing within ten years. Errors wrap ErrInvalid.
-func CheckSchedule(spec string) error { return scheduler.CheckSchedule(spec) }
-
-// CheckEnv checks one Command.Env entry, NAME or NAME=value. Errors wrap
-// ErrInvalid.
-func CheckEnv(entry string) error { return scheduler.CheckEnv(entry) }
-
-// DefaultReopenReason is the message of re-opened slots when
-// ReopenOptions.Reason is empty.
-const DefaultReopenReason = coverage.DefaultReopenReason

@@ -81,7 +81,7 @@ func TestObservability(t *testing.T) {
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	slot := func(i int) time.Time { return from.Add(time.Duration(i) * time.Minute) }
 	busy := int64(-1)
-	require.NoError(t, c.Register(almanac.Job{Series: series, Start: from, End: slot(6), MaxAttempts: 1,
+	require.NoError(t, c.Register(almanac.Job{Series: series, From: from, To: slot(6),
 		Handler: func(_ context.Context, _ pgx.Tx, s almanac.Slot) error {
 			switch {
 			case s.Start.Before(slot(2)):
@@ -92,7 +92,9 @@ func TestObservability(t *testing.T) {
 				busy = workersBusy(t, reader)
 			}
 			return nil
-		}}))
+		},
+		Policy: almanac.Policy{MaxAttempts: 1},
+	}))
 	_, err = c.Drain(ctx)
 	require.ErrorIs(t, err, almanac.ErrIncomplete, "two slots are parked")
 

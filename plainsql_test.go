@@ -48,7 +48,7 @@ func TestPlainSQLReopenWakesIdleWorker(t *testing.T) {
 	require.NoError(t, err)
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	done := make(chan time.Time, samples)
-	require.NoError(t, client.Register(almanac.Job{Series: series, Start: from, End: from.Add(samples * time.Minute),
+	require.NoError(t, client.Register(almanac.Job{Series: series, From: from, To: from.Add(samples * time.Minute),
 		Handler: func(_ context.Context, _ pgx.Tx, s acquire.Slot) error {
 			done <- s.Start
 			return nil

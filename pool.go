@@ -39,18 +39,9 @@ const (
 	PoolerTransaction
 )
 
-// ParsePooler reads auto, none, session or transaction.
-func ParsePooler(text string) (Pooler, error) {
-	for p, name := range poolerNames {
-		if text == name {
-			return Pooler(p), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: pooler %q: expected one of %s", ErrInvalid, text, strings.Join(poolerNames[:], ", "))
-}
-
 var poolerNames = [...]string{"auto", "none", "session", "transaction"}
 
+// String returns auto, none, session or transaction.
 func (p Pooler) String() string {
 	if p >= 0 && int(p) < len(poolerNames) {
 		return poolerNames[p]

@@ -99,13 +99,13 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, err)
 	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	to := from.Add(6 * time.Hour)
-	require.NoError(t, c.Register(almanac.Job{Series: locked, Start: from, End: to,
+	require.NoError(t, c.Register(almanac.Job{Series: locked, From: from, To: to,
 		Handler: func(context.Context, pgx.Tx, almanac.Slot) error { return nil }}))
-	require.NoError(t, c.Register(almanac.Job{Series: leased, Start: from, End: to, Mode: almanac.ModeLease,
+	require.NoError(t, c.Register(almanac.Job{Series: leased, From: from, To: to, Mode: almanac.ModeLease,
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
 	summary, err := c.Drain(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 12, summary[almanac.Completed], "%v", summary)
+	require.Equal(t, 12, summary.Completed, "%v", summary)
 
 	for _, s := range []almanac.Series{locked, leased} {
 		status, err := c.Status(ctx, s, from, to)
@@ -128,7 +128,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	}
 	summary, err = c.Drain(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 2, summary[almanac.Completed], "the re-opened slots, done again: %v", summary)
+	require.Equal(t, 2, summary.Completed, "the re-opened slots, done again: %v", summary)
 
 	// Compaction, and a re-open of compacted slots.
 	compacted, err := c.Compact(ctx, almanac.CompactOptions{Before: to})

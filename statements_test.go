@@ -143,9 +143,9 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 		return err
 	}
 	jobs := []almanac.Job{
-		{Series: grids[0], Start: from, End: to, Mode: almanac.ModeLocked, Handler: locked, MaxAttempts: 1, DeadMan: time.Second},
-		{Series: grids[1], Start: from, End: to, Mode: almanac.ModeLockedBatch, Batch: 5, Handler: locked, MaxAttempts: 1, DeadMan: time.Second},
-		{Series: grids[2], Start: from, End: to, Mode: almanac.ModeLease, MaxAttempts: 1, LeaseTTL: time.Second,
+		{Series: grids[0], From: from, To: to, Mode: almanac.ModeLocked, Handler: locked, Policy: almanac.Policy{MaxAttempts: 1, DeadMan: time.Second}},
+		{Series: grids[1], From: from, To: to, Mode: almanac.ModeLockedBatch, Batch: 5, Handler: locked, Policy: almanac.Policy{MaxAttempts: 1, DeadMan: time.Second}},
+		{Series: grids[2], From: from, To: to, Mode: almanac.ModeLease, Policy: almanac.Policy{MaxAttempts: 1, LeaseTTL: time.Second},
 			LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 				if err := l.Checkpoint(ctx, map[string]int{"step": 1}); err != nil {
 					return err

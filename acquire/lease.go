@@ -45,9 +45,6 @@ type Lease struct {
 	lostErr  error // why the lease was lost; set before lost is closed
 	lostOnce sync.Once
 	finished atomic.Bool
-	// completedInTx is set once CompleteTx succeeded: the completion is the
-	// caller's to commit, and Finish(nil) adds nothing to it.
-	completedInTx atomic.Bool
 }
 
 // isFinished reports whether a final write succeeded on this lease: Finish,
@@ -350,8 +347,9 @@ func (q *Queue) scanLeases(rows pgx.Rows, sent time.Time) ([]*Lease, error) {
 // Finish records the outcome err stands for, as a handler's return value
 // does in locked mode:
 //
-//   - nil completes the slot, unless CompleteTx already did, inside the
-//     caller's transaction: then it writes nothing;
+//   - nil completes the slot, unless a final write already succeeded on the
+//     lease (CompleteTx inside the handler's own transaction, or an earlier
+//     Finish or Release): then it writes nothing;
 //   - the error of Skip marks it SKIP with the reason;
 //   - the error of Snooze gives it back for that long, with its data as the
 //     checkpoint, not counted as a failure;
@@ -372,7 +370,7 @@ func (l *Lease) Finish(ctx context.Context, err error) (Outcome, time.Duration, 
 	outcome, delay, _ := l.q.classify(l.Slot, err)
 	switch {
 	case outcome == Completed:
-		if l.completedInTx.Load() {
+		if l.isFinished() {
 			return Completed, 0, nil
 		}
 		return Completed, 0, l.complete(ctx)
@@ -430,7 +428,6 @@ func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	// Still tracked: tx may yet roll back, and the lease be worked on.
 	l.finished.Store(true)
-	l.completedInTx.Store(true)
 	return nil
 }
 

@@ -220,7 +220,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 		return nil, err
 	}
 	if def.Grid.Location().String() != grid.Location().String() || !def.Grid.Origin().Equal(grid.Origin()) {
-		return nil, fmt.Errorf("%w: %s is registered as %s", seriesdb.ErrConflict, grid, def.Grid)
+		return nil, fmt.Errorf("%w: %s is registered as %s", seriesdb.ErrSeriesConflict, grid, def.Grid)
 	}
 	if opts.MaxAttempts == 0 {
 		opts.MaxAttempts = def.MaxAttempts

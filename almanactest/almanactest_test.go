@@ -97,7 +97,7 @@ func TestRequireStatus(t *testing.T) {
 	require.NoError(t, err)
 	at := func(i int) time.Time { return time.Date(2026, 3, 1, i, 0, 0, 0, time.UTC) }
 	require.NoError(t, c.Register(almanac.Job{
-		Series: s, Start: at(0), End: at(3), MaxAttempts: 1,
+		Series: s, From: at(0), To: at(3),
 		Handler: func(_ context.Context, _ pgx.Tx, sl almanac.Slot) error {
 			switch sl.Start.Hour() {
 			case 1:
@@ -107,6 +107,7 @@ func TestRequireStatus(t *testing.T) {
 			}
 			return nil
 		},
+		Policy: almanac.Policy{MaxAttempts: 1},
 	}))
 	_, err = c.Drain(ctx)
 	require.ErrorIs(t, err, almanac.ErrIncomplete, "the parked slot")

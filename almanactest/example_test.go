@@ -26,15 +26,14 @@ func Example() {
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	err = client.Register(almanac.Job{
 		Series: series,
-		Start:  day,
-		End:    day.Add(24 * time.Hour),
+		From:   day,
+		To:     day.Add(24 * time.Hour),
 		Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 			if s.Start.Hour() == 3 {
 				return almanac.Skip("maintenance window")
 			}
 			return nil // the job's work, in tx
-		},
-	})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +45,6 @@ func Example() {
 	almanactest.RequireStatus(t, client, series, day, almanac.StatusComplete)
 	almanactest.RequireStatus(t, client, series, day.Add(3*time.Hour), almanac.StatusSkip)
 	almanactest.RequireStatus(t, client, series, day.Add(24*time.Hour), almanactest.Missing)
-	fmt.Println(summary[almanac.Completed], "complete,", summary[almanac.Skipped], "skipped")
+	fmt.Println(summary.Completed, "complete,", summary.Skipped, "skipped")
 	// Output: 23 complete, 1 skipped
 }

@@ -97,7 +97,7 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 		return nil, err
 	}
 	if def.Grid.Location().String() != grid.Location().String() || !def.Grid.Origin().Equal(grid.Origin()) {
-		return nil, fmt.Errorf("%w: %s is registered as %s", seriesdb.ErrConflict, grid, def.Grid)
+		return nil, fmt.Errorf("%w: %s is registered as %s", seriesdb.ErrSeriesConflict, grid, def.Grid)
 	}
 	iv := grid.Interval()
 	var actor *string

@@ -10,8 +10,8 @@ import (
 	"github.com/almanacdev/almanac/internal/input"
 )
 
-// ErrBadEnv is wrapped by the errors of CheckEnv.
-var ErrBadEnv = input.Kind("invalid environment entry")
+// errBadEnv is wrapped by the errors of checkEnv; it matches ErrInvalid.
+var errBadEnv = input.Kind("invalid environment entry")
 
 // defaultEnv lists the variables a Command gets from the scheduler's
 // environment without being asked, besides every LC_* variable: what
@@ -41,19 +41,19 @@ func isSecretEnv(name string) bool {
 		strings.HasPrefix(name, "PG")
 }
 
-// CheckEnv checks one Command.Env entry: NAME or NAME=value, NAME made of
+// checkEnv checks one Command.Env entry: NAME or NAME=value, NAME made of
 // ASCII letters, digits and underscores and not starting with a digit, and
-// not one of the slot variables. The error wraps ErrBadEnv and quotes
+// not one of the slot variables. The error wraps errBadEnv and quotes
 // entry.
-func CheckEnv(entry string) error {
+func checkEnv(entry string) error {
 	name, value, _ := strings.Cut(entry, "=")
 	switch {
 	case !validEnvName(name):
-		return fmt.Errorf("%w %q: expected NAME or NAME=value, NAME made of letters, digits and _ and not starting with a digit", ErrBadEnv, entry)
+		return fmt.Errorf("%w %q: expected NAME or NAME=value, NAME made of letters, digits and _ and not starting with a digit", errBadEnv, entry)
 	case slices.Contains(slotVars, name):
-		return fmt.Errorf("%w %q: %s is set by almanac for every slot", ErrBadEnv, entry, name)
+		return fmt.Errorf("%w %q: %s is set by almanac for every slot", errBadEnv, entry, name)
 	case strings.ContainsRune(value, 0):
-		return fmt.Errorf("%w %q: a value cannot hold a NUL byte", ErrBadEnv, entry)
+		return fmt.Errorf("%w %q: a value cannot hold a NUL byte", errBadEnv, entry)
 	}
 	return nil
 }

@@ -10,22 +10,16 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/safetext"
 	"github.com/almanacdev/almanac/internal/supervisor"
 	"github.com/almanacdev/almanac/slot"
 )
 
-// Defaults of Command.
-const (
-	// DefaultSkipExitCode is the exit code with which a command marks its
-	// slot SKIP ("nothing to do for this interval"). 99 is unused by shells
-	// (126, 127, 128+n) and by the sysexits conventions (64–78).
-	DefaultSkipExitCode = 99
-	// DefaultGrace is how long a command has to exit after SIGTERM before
-	// it gets SIGKILL.
-	DefaultGrace = 10 * time.Second
-)
+// defaultGrace is how long a command has to exit after SIGTERM before it
+// gets SIGKILL, by default.
+const defaultGrace = 10 * time.Second
 
 const (
 	// stderrTail is how much of the end of a failed command's stderr its
@@ -38,9 +32,6 @@ const (
 	// maxLine bounds a line of output kept in memory until its newline.
 	maxLine = 64 << 10
 )
-
-// ErrCannotStart is wrapped by Check's errors about Path.
-var ErrCannotStart = supervisor.ErrCannotStart
 
 // Command runs a program once per slot: the sidecar's handler. It needs a
 // Unix system; on Linux it gives the guarantees below in full.
@@ -112,22 +103,24 @@ type Command struct {
 	Args []string
 	// Env adds to the program's environment: "NAME=value" sets NAME, and a
 	// bare "NAME" passes the scheduler's own NAME if it is set, secrets
-	// included (naming a variable is the opt-in). Later entries win. See
-	// CheckEnv for the rules.
+	// included (naming a variable is the opt-in). Later entries win. NAME
+	// is made of ASCII letters, digits and underscores, does not start with
+	// a digit, and is not one of the slot's variables; a value holds no
+	// NUL byte.
 	Env []string
 	// EnvAll passes the scheduler's whole environment except the database
 	// secrets that Env does not name.
 	EnvAll bool
 	// Dir is the working directory; empty means the current one.
 	Dir string
-	// SkipExitCode marks the slot SKIP. Zero means DefaultSkipExitCode.
+	// SkipExitCode marks the slot SKIP. Zero means 99, a status unused by
+	// shells (126, 127, 128+n) and by the sysexits conventions (64–78).
 	SkipExitCode int
 	// Timeout bounds one run; past it the program is stopped as on lease
 	// loss and the run is a failure. Zero means no limit: the lease is kept
 	// alive for as long as the program runs, hung or not.
 	Timeout time.Duration
-	// Grace is the time between SIGTERM and SIGKILL. Zero means
-	// DefaultGrace.
+	// Grace is the time between SIGTERM and SIGKILL. Zero means 10 s.
 	Grace time.Duration
 	// Stdout and Stderr receive the program's output, each line prefixed
 	// with the slot ("[name 2026-03-01T10:00:00Z/PT5M] ") and passwords
@@ -137,13 +130,15 @@ type Command struct {
 
 // Check reports whether the command can run at all, so that a program
 // refuses a mistake before it claims a slot: Env's entries must pass
-// CheckEnv, and Path must resolve, as a shell in Dir with the command's
+// the rules of Command.Env, and Path must resolve, as a shell in Dir with the command's
 // PATH would resolve it, to an executable file (a script's interpreter
-// too). Errors wrap ErrBadEnv or ErrCannotStart and quote the bad value.
+// too). Errors wrap almanac.ErrInvalid (a bad Env entry) or
+// almanac.ErrCannotStart (a Path that cannot be started) and quote the bad
+// value.
 // On Windows it returns an error wrapping errors.ErrUnsupported.
 func (c Command) Check() error {
 	for _, e := range c.Env {
-		if err := CheckEnv(e); err != nil {
+		if err := checkEnv(e); err != nil {
 			return err
 		}
 	}
@@ -152,12 +147,12 @@ func (c Command) Check() error {
 }
 
 // LeaseHandler returns the handler that runs the command for a slot.
-func (c Command) LeaseHandler() LeaseHandler {
+func (c Command) LeaseHandler() acquire.LeaseHandler {
 	if c.SkipExitCode == 0 {
-		c.SkipExitCode = DefaultSkipExitCode
+		c.SkipExitCode = defaults.SkipExitCode
 	}
 	if c.Grace <= 0 {
-		c.Grace = DefaultGrace
+		c.Grace = defaultGrace
 	}
 	var mu sync.Mutex // one line at a time on the shared outputs
 	return func(ctx context.Context, l *acquire.Lease) error { return c.run(ctx, l, &mu) }

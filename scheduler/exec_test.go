@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,28 +9,41 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/supervisor"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
-// runCommand runs cmd once for the PT1M slot at 2026-01-01T00:00Z and
-// returns the outcome.
+// runCommand runs cmd once for the PT1M slot at 2026-01-01T00:00Z, under
+// its lease as almanac's lease workers run a handler, and returns the
+// outcome recorded.
 func runCommand(t *testing.T, db *pgtest.DB, cmd Command) acquire.Outcome {
 	t.Helper()
-	rec := &recorder{}
+	ctx := context.Background()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
-	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, End: start.Add(time.Minute), Mode: Lease,
-		LeaseHandler: cmd.LeaseHandler(), Queue: acquire.Options{Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}}))
-	_, err := s.RunOnce(context.Background())
-	if err != nil {
-		require.ErrorIs(t, err, ErrIncomplete, "only a failed slot may be left")
-	}
-	require.Len(t, rec.results, 1)
-	return rec.results[0].Outcome
+	grid := series(t, "cmd", "PT1M")
+	_, _, err := seriesdb.Add(ctx, db.Pool, db.Schema, grid)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end) VALUES ($1, $2, $3, $4)`, db.Schema),
+		grid.Name(), grid.Interval().String(), start, start.Add(time.Minute))
+	require.NoError(t, err)
+	q, err := acquire.New(ctx, db.Pool, grid, acquire.Options{Schema: db.Schema,
+		Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}})
+	require.NoError(t, err)
+	leases, err := q.Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	stop := q.KeepAlive(ctx, leases)
+	defer stop()
+	lctx, cancel := leases[0].Context(ctx)
+	defer cancel()
+	outcome, _, err := leases[0].Finish(ctx, cmd.LeaseHandler()(lctx, leases[0]))
+	require.NoError(t, err)
+	return outcome
 }
 
 func writeScript(t *testing.T, body string) string {
@@ -135,28 +147,6 @@ exit 1
 	require.NotContains(t, stdout.String()+stderr.String(), "s3cret")
 }
 
-// TestHandlerErrorIsStorable: a Go handler's error text is stored whatever
-// it holds, in both modes.
-func TestHandlerErrorIsStorable(t *testing.T) {
-	db := pgtest.New(t)
-	// A 4096-byte cut would fall in the middle of "é".
-	text := "nul \x00 bad \xff " + strings.Repeat("y", 4096-len("nul \x00 bad \xff ")-1) + "é and more"
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rec := &recorder{}
-	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
-	retry := acquire.Options{Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}
-	require.NoError(t, s.Add(Job{Series: series(t, "locked", "PT1M"), Start: start, End: start.Add(time.Minute), Queue: retry,
-		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return errors.New(text) }}))
-	require.NoError(t, s.Add(Job{Series: series(t, "lease", "PT1M"), Start: start, End: start.Add(time.Minute), Queue: retry, Mode: Lease,
-		LeaseHandler: func(context.Context, *acquire.Lease) error { return errors.New(text) }}))
-	_, err := s.RunOnce(context.Background())
-	require.ErrorIs(t, err, ErrIncomplete, "the failed slots are left")
-	require.Equal(t, map[acquire.Outcome]int{acquire.Failed: 1}, rec.outcomes("locked"))
-	require.Equal(t, map[acquire.Outcome]int{acquire.Failed: 1}, rec.outcomes("lease"))
-	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE fail_count = 1 AND message LIKE $1 AND octet_length(message) <= 4096`,
-		"nul \uFFFD bad \uFFFD yyy%"))
-}
-
 func TestCommandCheck(t *testing.T) {
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "plain.sh")
@@ -182,12 +172,12 @@ func TestCommandCheck(t *testing.T) {
 		{Command{Path: "good.sh", Env: []string{"PATH=/nonexistent"}}, `not found in PATH "/nonexistent"`},
 	} {
 		err := tt.cmd.Check()
-		require.ErrorIs(t, err, ErrCannotStart, "%+v", tt.cmd)
+		require.ErrorIs(t, err, supervisor.ErrCannotStart, "%+v", tt.cmd)
 		require.ErrorContains(t, err, tt.want)
 	}
 	for _, entry := range []string{"", "=x", "1X", "A-B=1", "ALMANAC_SLOT=x", "ALMANAC_FENCE", "A=\x00"} {
 		err := Command{Path: "sh", Env: []string{entry}}.Check()
-		require.ErrorIs(t, err, ErrBadEnv, "%q", entry)
+		require.ErrorIs(t, err, errBadEnv, "%q", entry)
 		require.ErrorContains(t, err, `"`+strings.ReplaceAll(entry, "\x00", `\x00`)+`"`)
 	}
 }

@@ -62,7 +62,7 @@ func seed(t testing.TB) *fixture {
 	errUpstream := errors.New("upstream 503: orders feed unavailable")
 	errParse := errors.New(parkMessage)
 	require.NoError(t, client.Register(almanac.Job{
-		Series: s, Start: f.at(26, 0), End: f.day(32),
+		Series: s, From: f.at(26, 0), To: f.day(32),
 		Handler: func(ctx context.Context, _ pgx.Tx, sl almanac.Slot) error {
 			switch {
 			case sl.Start.Equal(f.at(29, 10)):
@@ -76,10 +76,9 @@ func seed(t testing.TB) *fixture {
 		},
 		// Parse errors give up at once; the others wait long enough that
 		// the drain leaves them in backoff.
-		Retry: func(_ int, err error) (time.Duration, bool) {
+		Policy: almanac.Policy{Retry: func(_ int, err error) (time.Duration, bool) {
 			return time.Hour, !errors.Is(err, errParse)
-		},
-	}))
+		}}}))
 	_, err = client.Drain(ctx)
 	require.ErrorIs(t, err, almanac.ErrIncomplete)
 	f.exec(`DELETE FROM {{schema}}.slot WHERE slot_start >= $1 AND slot_start < $2`, f.at(27, 13), f.at(27, 16))

@@ -228,7 +228,7 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 		a.poolerText = a.getenv("ALMANAC_POOLER")
 	}
 	var err error
-	if a.pooler, err = almanac.ParsePooler(a.poolerText); err != nil {
+	if a.pooler, err = parsePooler(a.poolerText); err != nil {
 		return usageError(fmt.Errorf("--pooler: %w", err))
 	}
 	if !cmd.Flags().Changed("listen-url") {

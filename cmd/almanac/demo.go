@@ -105,7 +105,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	fmt.Fprintf(out, "3. %d instances x %d workers report every window; instances crash mid-slot and backends are killed\n",
 		demoInstances, demoWorkers)
 	job := sensor.Job(series, schema, demoDays*24, now)
-	job.Start, job.End = from, to
+	job.From, job.To = from, to
 	report := job.Handler
 	job.Handler = func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 		// A little work, so that crashes land in the middle of some.

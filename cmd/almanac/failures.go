@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -135,7 +136,7 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 	fl := cmd.Flags()
 	fl.StringVar(&from, "from", "", "list only slots starting at or after this time")
 	fl.StringVar(&to, "to", "", "list only slots starting before this time")
-	fl.IntVar(&limit, "limit", almanac.DefaultFailuresLimit, "list at most this many slots")
+	fl.IntVar(&limit, "limit", defaults.FailuresLimit, "list at most this many slots")
 	return cmd
 }
 

@@ -12,12 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/internal/schedule"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/migrations"
-	"github.com/almanacdev/almanac/scheduler"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -152,7 +151,7 @@ var flagCases = []flagCase{
 	}, true},
 	{"--schema", func(v string) []string { return []string{eq("schema", v), "series", "list"} }, sqlschema.Check, true},
 	{"--pooler", func(v string) []string { return []string{eq("pooler", v), "migrate", "sql"} }, func(v string) error {
-		_, err := almanac.ParsePooler(v)
+		_, err := parsePooler(v)
 		return err
 	}, true},
 	{"--listen-url", func(v string) []string { return []string{eq("listen-url", v), "migrate", "sql"} }, func(v string) error {
@@ -176,7 +175,8 @@ var flagCases = []flagCase{
 		if v == "" {
 			return nil
 		}
-		return scheduler.CheckSchedule(v)
+		_, err := schedule.Parse(v)
+		return err
 	}, false},
 	{"run --lag", func(v string) []string { return []string{"run", "x", "--interval", "PT5M", eq("lag", v), "--", "true"} }, durationErr("lag"), false},
 	{"run --timeout", func(v string) []string {
@@ -184,7 +184,7 @@ var flagCases = []flagCase{
 	}, durationErr("timeout"), false},
 	{"run --catch-up", func(v string) []string {
 		return []string{"run", "x", "--interval", "PT5M", eq("catch-up", v), "--", "true"}
-	}, func(v string) error { _, err := scheduler.ParseCatchUp(v); return err }, false},
+	}, func(v string) error { _, err := parseCatchUp(v); return err }, false},
 	{"run --tz", func(v string) []string { return []string{"run", "x", "--interval", "PT5M", eq("tz", v), "--", "true"} }, func(v string) error {
 		_, err := slot.LoadZone(v)
 		return err

@@ -73,13 +73,15 @@ func TestOpsEndpoints(t *testing.T) {
 	series, err := c.Series(ctx, "scraped", "PT1M", almanac.SeriesOptions{})
 	require.NoError(t, err)
 	from := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, c.Register(almanac.Job{Series: series, Start: from, End: from.Add(10 * time.Minute), MaxAttempts: 1,
+	require.NoError(t, c.Register(almanac.Job{Series: series, From: from, To: from.Add(10 * time.Minute),
 		Handler: func(_ context.Context, _ pgx.Tx, s almanac.Slot) error {
 			if s.Start.Minute()%3 == 0 {
 				return errors.New("boom")
 			}
 			return nil
-		}}))
+		},
+		Policy: almanac.Policy{MaxAttempts: 1},
+	}))
 	code, _ = get(t, srv.URL+"/readyz")
 	require.Equal(t, http.StatusOK, code)
 	_, err = c.Drain(ctx)

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
 )
 
@@ -75,7 +76,7 @@ notice: re-open them once they finish.
 		},
 	}
 	rf.register(cmd)
-	cmd.Flags().StringVar(&reason, "reason", almanac.DefaultReopenReason, "why, stored in the slots' message (at most 1 KiB of UTF-8, no control characters but tab and newline)")
+	cmd.Flags().StringVar(&reason, "reason", defaults.ReopenReason, "why, stored in the slots' message (at most 1 KiB of UTF-8, no control characters but tab and newline)")
 	cmd.Flags().StringVar(&states, "states", "COMPLETE,SKIP", "which finished states to reopen: COMPLETE, SKIP or both")
 	cmd.Flags().BoolVar(&parked, "parked", false, "also reopen parked slots (they gave up after their maximum attempts)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be reopened; change nothing")

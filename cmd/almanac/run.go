@@ -12,7 +12,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/internal/schedule"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -111,7 +113,7 @@ the reason otherwise). A bare port binds to 127.0.0.1.`,
 	fl.StringVar(&f.leaseTTL, "lease-ttl", "30s", "lease length; heartbeats renew it every third of it")
 	fl.StringVar(&f.grace, "grace", "10s", "time between SIGTERM and SIGKILL when stopping a command")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "park a slot after this many failures (0: never)")
-	fl.IntVar(&f.skipExit, "skip-exit-code", almanac.DefaultSkipExitCode, "exit status with which the command marks its slot SKIP")
+	fl.IntVar(&f.skipExit, "skip-exit-code", defaults.SkipExitCode, "exit status with which the command marks its slot SKIP")
 	fl.StringArrayVar(&f.env, "env", nil, "NAME: pass this variable of almanac's environment to the command; NAME=value: set it (repeatable)")
 	fl.BoolVar(&f.envAll, "env-all", false, "pass almanac's whole environment to the command, except the database URL and PG* variables not named with --env")
 	fl.BoolVar(&f.once, "once", false, "run what is due, then exit: 0 if nothing failed, 1 otherwise")
@@ -171,7 +173,7 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	// that ignores SIGTERM may outlive the lease: keep --grace below half
 	// of --lease-ttl, less a second.)
 	stopBefore := min(grace+time.Second, leaseTTL/2-time.Millisecond)
-	catchUp, err := almanac.ParseCatchUp(f.catchUp)
+	catchUp, err := parseCatchUp(f.catchUp)
 	if err != nil {
 		return usageError(fmt.Errorf("--catch-up: %w", err))
 	}
@@ -185,7 +187,7 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 		return usagef("--skip-exit-code %d: expected 1 to 255", f.skipExit)
 	}
 	if f.schedule != "" {
-		if err := almanac.CheckSchedule(f.schedule); err != nil {
+		if _, err := schedule.Parse(f.schedule); err != nil {
 			return usageError(fmt.Errorf("--schedule: %w", err))
 		}
 	}
@@ -201,24 +203,22 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 			return usageError(fmt.Errorf("--tz: %w", err))
 		}
 	}
-	for _, e := range f.env {
-		if err := almanac.CheckEnv(e); err != nil {
-			return usageError(fmt.Errorf("--env: %w", err))
-		}
-	}
-	var addr string
-	if f.http != "" {
-		if addr, err = httpAddr(f.http); err != nil {
-			return err
-		}
-	}
 	command := almanac.Command{
 		Path: program, Args: args, Env: f.env, EnvAll: f.envAll, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
 		Stdout: a.stdout, Stderr: a.stderr,
 	}
 	// A command that cannot start would fail every slot it claims.
 	if err := command.Check(); err != nil {
+		if errors.Is(err, almanac.ErrInvalid) {
+			err = fmt.Errorf("--env: %w", err) // an entry Check refused
+		}
 		return usageError(err)
+	}
+	var addr string
+	if f.http != "" {
+		if addr, err = httpAddr(f.http); err != nil {
+			return err
+		}
 	}
 
 	// Lease mode holds no connection while commands run: a worker uses one
@@ -265,9 +265,9 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 	}
 
 	job := almanac.Job{
-		Series: grid, Schedule: f.schedule, Lag: lag, CatchUp: catchUp, Start: start, End: end, Mode: almanac.ModeLease,
+		Series: grid, Schedule: f.schedule, CatchUp: catchUp, From: start, To: end, Mode: almanac.ModeLease,
 		LeaseHandler: command.LeaseHandler(),
-		LeaseTTL:     leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts,
+		Policy:       almanac.Policy{Lag: lag, LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
 	}
 	if err := c.Register(job); err != nil {
 		return usageError(err)

@@ -59,7 +59,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "reported %d windows\n", summary[almanac.Completed])
+	fmt.Fprintf(out, "reported %d windows\n", summary.Completed)
 
 	// Late data: a sensor that was offline delivers an hour of readings
 	// from two hours ago.
@@ -103,6 +103,6 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 		return err
 	}
 	fmt.Fprintf(out, "recomputed %d windows: %d complete, %.0f%% covered, %d missing\n",
-		summary[almanac.Completed], status.Complete, status.Covered(), status.Missing)
+		summary.Completed, status.Complete, status.Covered(), status.Missing)
 	return nil
 }

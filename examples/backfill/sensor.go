@@ -92,8 +92,8 @@ ON CONFLICT (slot) DO UPDATE SET readings = EXCLUDED.readings, fence = EXCLUDED.
 func reportJob(series almanac.Series, schema string, hours int, now time.Time) almanac.Job {
 	return almanac.Job{
 		Series:  series,
-		Lag:     time.Minute,
-		Start:   now.Add(-time.Duration(hours) * time.Hour),
+		From:    now.Add(-time.Duration(hours) * time.Hour),
 		Handler: report(schema),
+		Policy:  almanac.Policy{Lag: time.Minute},
 	}
 }

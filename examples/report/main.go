@@ -69,7 +69,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, once bool, out 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "reported %d windows\n", summary[almanac.Completed])
+		fmt.Fprintf(out, "reported %d windows\n", summary.Completed)
 		return nil
 	}
 	if err := client.Start(ctx); err != nil {

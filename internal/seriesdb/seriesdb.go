@@ -19,13 +19,13 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// ErrNotFound is returned when a series is not registered.
-var ErrNotFound = errors.New("series not found")
+// ErrUnknownSeries is returned when a series is not registered.
+var ErrUnknownSeries = errors.New("series not found")
 
-// ErrConflict is returned by Add when the series exists with another zone or
+// ErrSeriesConflict is returned by Add when the series exists with another zone or
 // origin: changing the grid would move every slot boundary under the rows
 // already stored, so it is refused rather than applied.
-var ErrConflict = errors.New("series exists with a different grid")
+var ErrSeriesConflict = errors.New("series exists with a different grid")
 
 // Querier is what this package needs from a pool, a connection or a
 // transaction.
@@ -46,7 +46,7 @@ type Definition struct {
 
 // Add registers the series of grid. Registering the same series again with
 // the same zone and origin does nothing and reports created=false; with a
-// different zone or origin it returns an error wrapping ErrConflict. A name
+// different zone or origin it returns an error wrapping ErrSeriesConflict. A name
 // that fails input.CheckName (a grid may carry one another tool stored) is
 // refused before anything is written.
 //
@@ -77,7 +77,7 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 	have := def.Grid
 	if have.Location().String() != grid.Location().String() || !have.Origin().Equal(grid.Origin()) {
 		return def, false, fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
-			ErrConflict, grid.Name(), grid.Interval(), have.Location(), slot.FormatTime(have.Origin()),
+			ErrSeriesConflict, grid.Name(), grid.Interval(), have.Location(), slot.FormatTime(have.Origin()),
 			grid.Location(), slot.FormatTime(grid.Origin()))
 	}
 	return def, false, nil
@@ -86,7 +86,7 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0), created_at`
 
 // Get loads the series (name, interval); an unknown series is an error
-// wrapping ErrNotFound. Transient faults are retried.
+// wrapping ErrUnknownSeries. Transient faults are retried.
 func Get(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (Definition, error) {
 	defs, err := query(ctx, q, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
 		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String())
@@ -94,7 +94,7 @@ func Get(ctx context.Context, q Querier, schema, name string, interval slot.Inte
 		return Definition{}, err
 	}
 	if len(defs) == 0 {
-		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrNotFound, name, interval)
+		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrUnknownSeries, name, interval)
 	}
 	return defs[0], nil
 }

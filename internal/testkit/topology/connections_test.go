@@ -89,7 +89,7 @@ func TestConnectionsPerProcess(t *testing.T) {
 		require.NoError(t, err)
 		client, err := almanac.New(pool, almanac.Options{Schema: w.schema, Concurrency: concurrency})
 		require.NoError(t, err)
-		require.NoError(t, client.Register(almanac.Job{Series: w.grid, Start: rangeFrom, End: w.to(),
+		require.NoError(t, client.Register(almanac.Job{Series: w.grid, From: rangeFrom, To: w.to(),
 			Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 				_, err := tx.Exec(ctx, `SELECT pg_sleep(0.2)`)
 				return err

@@ -126,7 +126,7 @@ func startLibraryWorker(t *testing.T, w *workload, url string, pace time.Duratio
 	effect := w.table("effect")
 	l := &library{}
 	l.pace.Store(int64(pace))
-	require.NoError(t, client.Register(almanac.Job{Series: w.grid, Start: rangeFrom, End: w.to(),
+	require.NoError(t, client.Register(almanac.Job{Series: w.grid, From: rangeFrom, To: w.to(),
 		Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 			began := uptime(t)
 			l.mu.Lock()

@@ -18,7 +18,6 @@ import (
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/internal/wake"
-	"github.com/almanacdev/almanac/scheduler"
 )
 
 // rangeFrom is where the tests' slot ranges begin: in the past, so every
@@ -111,7 +110,7 @@ func (p *poolerCase) library(t *testing.T) {
 		res, err := client.Materialize(ctx, grid, rangeFrom, to, almanac.MaterializeOptions{})
 		require.NoError(t, err)
 		require.EqualValues(t, perSeries, res.Inserted)
-		job := almanac.Job{Series: grid, Start: rangeFrom, End: to, Mode: mode, Batch: 7, Handler: record}
+		job := almanac.Job{Series: grid, From: rangeFrom, To: to, Mode: mode, Batch: 7, Handler: record}
 		if mode == almanac.ModeLease {
 			job.Handler = nil
 			job.LeaseHandler = func(ctx context.Context, l *acquire.Lease) error {
@@ -127,7 +126,7 @@ func (p *poolerCase) library(t *testing.T) {
 	}
 	summary, err := client.Drain(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 3*perSeries, summary[almanac.Completed], "outcomes: %v", summary)
+	require.Equal(t, 3*perSeries, summary.Completed, "outcomes: %v", summary)
 
 	for _, grid := range grids {
 		gaps, err := client.Gaps(ctx, grid, rangeFrom, to)
@@ -258,7 +257,7 @@ func (p *poolerCase) wakeWith(t *testing.T, name string, flags []string, listens
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Reopened)
 
-	waitFor(t, s, 2*scheduler.DefaultPollInterval+10*time.Second, "the re-opened slot runs again", func() bool {
+	waitFor(t, s, 2*defaultPoll+10*time.Second, "the re-opened slot runs again", func() bool {
 		return len(readRuns(t, runs)) > before
 	})
 	var claimedAt time.Time
@@ -315,3 +314,7 @@ func waitFor(t *testing.T, s *sidecar, limit time.Duration, what string, cond fu
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// defaultPoll is the default of almanac.Options.PollInterval: how long a
+// worker that missed a wake-up waits at most.
+const defaultPoll = 5 * time.Second

@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -40,13 +40,13 @@ func TestDrainCountsOnlyOpenSlots(t *testing.T) {
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 		t.Run(mode, func(t *testing.T) {
 			pool := pgtest.OwnPool(t, db.URL, 1, mode)
-			s := New(pool, Options{Schema: db.Schema})
+			e := newEngine(pool, Options{Schema: db.Schema}, nil)
 			scopes := []scope{{job: &job{Job: Job{Series: grid}}, from: from, to: from.Add(30000 * time.Minute)}}
 
 			before := pgtest.RowsRead(t, pool, db.Schema+".slot")
 			const counts = 5
 			for range counts {
-				st, err := s.scopesState(ctx, scopes)
+				st, err := e.scopesState(ctx, scopes)
 				require.NoError(t, err)
 				require.Equal(t, scopeState{ready: 3, backoff: 3, held: 4, next: st.next}, st)
 				require.Greater(t, st.next, 50*time.Minute, "the first lease runs out in an hour")

@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -32,20 +32,20 @@ const (
 // between transactions. So after each LISTEN the listener sends itself a
 // notification through the pool: if it does not arrive, it says once that
 // wake-ups fall back to polling (every PollInterval) and how to fix it (a
-// direct connection for listening, Options.Listen), and tries again much
+// direct connection for listening, Options.ListenURL), and tries again much
 // later.
-func (s *Scheduler) listen(ctx context.Context) {
+func (e *engine) listen(ctx context.Context) {
 	byKey := map[key]*job{}
-	for _, j := range s.jobs {
+	for _, j := range e.jobs {
 		byKey[j.key()] = j
 	}
-	channel := wake.Channel(s.opts.Schema)
+	channel := wake.Channel(e.opts.Schema)
 	backoff := 100 * time.Millisecond
 	warned := false
 	for ctx.Err() == nil {
-		cfg := s.pool.Config().ConnConfig.Copy()
-		if s.opts.Listen != nil {
-			cfg = s.opts.Listen.Copy()
+		cfg := e.pool.Config().ConnConfig.Copy()
+		if e.listenTo != nil {
+			cfg = e.listenTo.Copy()
 		}
 		// Waiting for a notification runs no query a cancel request could
 		// end: on shutdown, interrupt the read at once rather than wait for
@@ -59,26 +59,26 @@ func (s *Scheduler) listen(ctx context.Context) {
 		}
 		delivered := false
 		if err == nil {
-			delivered, err = s.probeListen(ctx, conn, channel, byKey)
+			delivered, err = e.probeListen(ctx, conn, channel, byKey)
 		}
 		if err == nil && !delivered {
 			_ = conn.Close(context.WithoutCancel(ctx))
 			if !warned {
 				warned = true
-				s.opts.Logger.Warn("almanac: LISTEN does not deliver wake-ups through this connection (a pooler in transaction mode?); idle workers poll instead; give a direct connection for listening (Options.Listen, almanac run --listen-url)",
-					"poll_interval", s.opts.PollInterval)
+				e.opts.Logger.Warn("almanac: LISTEN does not deliver wake-ups through this connection (a pooler in transaction mode?); idle workers poll instead; give a direct connection for listening (Options.Listen, almanac run --listen-url)",
+					"poll_interval", e.opts.PollInterval)
 			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-s.opts.Clock.After(listenRecheck):
+			case <-e.opts.Clock.After(listenRecheck):
 			}
 			continue
 		}
 		if err == nil {
 			backoff = 100 * time.Millisecond
-			s.wakeAll() // whatever happened while we were not listening
-			err = s.receive(ctx, conn, byKey)
+			e.wakeAll() // whatever happened while we were not listening
+			err = e.receive(ctx, conn, byKey)
 		}
 		if conn != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
@@ -86,7 +86,7 @@ func (s *Scheduler) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.opts.Logger.Warn("almanac: listening for wake-ups failed; polling meanwhile", "error", err, "retry_in", backoff)
+		e.opts.Logger.Warn("almanac: listening for wake-ups failed; polling meanwhile", "error", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -99,13 +99,13 @@ func (s *Scheduler) listen(ctx context.Context) {
 // probeListen sends a notification to channel through the pool and reports
 // whether conn, which listens on it, receives it within
 // listenProbeTimeout. Wake-ups that arrive meanwhile are acted on.
-func (s *Scheduler) probeListen(ctx context.Context, conn *pgx.Conn, channel string, byKey map[key]*job) (bool, error) {
+func (e *engine) probeListen(ctx context.Context, conn *pgx.Conn, channel string, byKey map[key]*job) (bool, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	payload := `{"probe":"` + hex.EncodeToString(b) + `"}`
 	// The simple protocol leaves no prepared statement on a pooler's
 	// shared server connections.
-	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, pgx.QueryExecModeSimpleProtocol, channel, payload); err != nil {
+	if _, err := e.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, pgx.QueryExecModeSimpleProtocol, channel, payload); err != nil {
 		return false, err
 	}
 	wait, cancel := context.WithTimeout(ctx, listenProbeTimeout)
@@ -120,32 +120,32 @@ func (s *Scheduler) probeListen(ctx context.Context, conn *pgx.Conn, channel str
 		case n.Payload == payload:
 			return true, nil
 		}
-		s.notified(n, byKey)
+		e.notified(n, byKey)
 	}
 }
 
-func (s *Scheduler) receive(ctx context.Context, conn *pgx.Conn, byKey map[key]*job) error {
+func (e *engine) receive(ctx context.Context, conn *pgx.Conn, byKey map[key]*job) error {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		s.notified(n, byKey)
+		e.notified(n, byKey)
 	}
 }
 
 // notified wakes the job a notification is about, if any: every job for a
 // notification that names no series (a plain SQL insert, of any series).
-func (s *Scheduler) notified(n *pgconn.Notification, byKey map[key]*job) {
+func (e *engine) notified(n *pgconn.Notification, byKey map[key]*job) {
 	ev, err := wake.Parse(n.Payload)
 	if err != nil {
 		return // not ours
 	}
 	if ev.Name == "" {
-		s.wakeAll()
+		e.wakeAll()
 		return
 	}
 	if j := byKey[key{ev.Name, ev.Interval}]; j != nil {
-		s.wake(j)
+		e.wake(j)
 	}
 }

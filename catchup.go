@@ -1,9 +1,7 @@
-package scheduler
+package almanac
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/almanacdev/almanac/slot"
@@ -38,7 +36,10 @@ const (
 
 // The catch-up policies. The zero CatchUp is CatchUpAll.
 var (
-	CatchUpAll  = CatchUp{kind: catchUpAll}
+	// CatchUpAll runs every missed slot (the default).
+	CatchUpAll = CatchUp{kind: catchUpAll}
+	// CatchUpNone runs none: missed slots are written as SKIP with the
+	// message "catch-up policy", so the hole stays visible.
 	CatchUpNone = CatchUp{kind: catchUpNone}
 )
 
@@ -46,7 +47,8 @@ var (
 // missing slots; n below 1 counts as 1.
 func CatchUpLatest(n int) CatchUp { return CatchUp{kind: catchUpLatest, latest: max(n, 1)} }
 
-// String returns "all", "none" or "latest:N", the form ParseCatchUp reads.
+// String returns "all", "none" or "latest:N", the form `almanac run
+// --catch-up` reads.
 func (c CatchUp) String() string {
 	switch c.kind {
 	case catchUpNone:
@@ -58,24 +60,8 @@ func (c CatchUp) String() string {
 	}
 }
 
-// ParseCatchUp reads "all", "none", "latest:N" or "latest N" (N ≥ 1).
-// Errors wrap slot.ErrInvalid and name the input.
-func ParseCatchUp(text string) (CatchUp, error) {
-	switch text {
-	case "all":
-		return CatchUpAll, nil
-	case "none":
-		return CatchUpNone, nil
-	}
-	rest, ok := strings.CutPrefix(text, "latest")
-	if ok {
-		rest = strings.TrimLeft(rest, ": ")
-		if n, err := strconv.Atoi(rest); err == nil && n >= 1 && n <= 1_000_000 && strconv.Itoa(n) == rest {
-			return CatchUpLatest(n), nil
-		}
-	}
-	return CatchUp{}, fmt.Errorf("%w: catch-up policy %q; expected all, none or latest:N with N from 1 to 1000000", slot.ErrInvalid, text)
-}
+// catchUpReason is the message of slots skipped by a catch-up policy.
+const catchUpReason = "catch-up policy"
 
 // catchUpPlan splits the due range [from, dueTo) of a series: slots before
 // skipBefore that are missing are skipped, the rest materialized.

@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // (claim, span, outcome, counters) with the defaults: a discarded log and
 // no-op providers. It must not allocate for the log.
 func BenchmarkObserveSlot(b *testing.B) {
-	s := New(nil, Options{})
+	e := newEngine(nil, Options{}, nil)
 	grid, err := slot.NewSeries("bench", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})
 	if err != nil {
 		b.Fatal(err)
@@ -26,8 +26,8 @@ func BenchmarkObserveSlot(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		_, span := s.claimed(ctx, j, sl, time.Now(), true)
+		_, span := e.claimed(ctx, j, sl, time.Now(), true)
 		endSpan(span, nil)
-		s.record(j, res)
+		e.record(j, res)
 	}
 }

@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"fmt"
@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// Clock is the scheduler's time source, replaced in tests so schedules can
-// be checked without waiting. Lease deadlines and retry backoff never use
-// it: they live on the database clock.
+// Clock is the time source of a Client's jobs (Options.Clock), replaced in
+// tests so that schedules can be checked without waiting. It times waits
+// only: what is due, lease deadlines and retry backoff live on the database
+// clock.
 type Clock interface {
+	// Now returns the current time.
 	Now() time.Time
+	// After returns a channel that receives the time once d has passed.
 	After(d time.Duration) <-chan time.Time
 }
 

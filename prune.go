@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -10,19 +10,19 @@ import (
 // deletes the events older than the schema's retention (see
 // coverage.PruneHistory). Every scheduler does it; concurrent pruners share
 // the work without waiting for each other.
-func (s *Scheduler) pruneHistory(ctx context.Context) {
+func (e *engine) pruneHistory(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.Clock.After(s.opts.SweepInterval):
+		case <-e.opts.Clock.After(e.sweep):
 		}
-		n, err := coverage.PruneHistory(ctx, s.pool, coverage.PruneOptions{Schema: s.opts.Schema})
+		n, err := coverage.PruneHistory(ctx, e.pool, coverage.PruneOptions{Schema: e.opts.Schema})
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.opts.Logger.Warn("almanac: pruning the slots' history failed", "error", err)
+			e.opts.Logger.Warn("almanac: pruning the slots' history failed", "error", err)
 		case n > 0:
-			s.opts.Logger.Info("almanac: pruned the slots' history", "events", n)
+			e.opts.Logger.Info("almanac: pruned the slots' history", "events", n)
 		}
 	}
 }

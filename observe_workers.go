@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -25,17 +25,17 @@ import (
 
 // logStarted logs that the workers of every job are starting, with the
 // owner their leases carry.
-func (s *Scheduler) logStarted(ctx context.Context) {
-	for _, j := range s.jobs {
-		s.opts.Logger.InfoContext(ctx, "almanac: worker started", j.logArgs("owner", j.owner, "mode", j.Mode.String(),
+func (e *engine) logStarted(ctx context.Context) {
+	for _, j := range e.jobs {
+		e.opts.Logger.InfoContext(ctx, "almanac: worker started", j.logArgs("owner", j.owner, "mode", j.Mode.String(),
 			"concurrency", j.limit)...)
 	}
 }
 
 // logStopped logs that the workers of every job have stopped.
-func (s *Scheduler) logStopped(ctx context.Context) {
-	for _, j := range s.jobs {
-		s.opts.Logger.InfoContext(ctx, "almanac: worker stopped", j.logArgs("owner", j.owner)...)
+func (e *engine) logStopped(ctx context.Context) {
+	for _, j := range e.jobs {
+		e.opts.Logger.InfoContext(ctx, "almanac: worker stopped", j.logArgs("owner", j.owner)...)
 	}
 }
 
@@ -50,21 +50,21 @@ func (j *job) slotArgs(sl acquire.Slot, extra ...any) []any {
 // the lateness, logs the claim (debug) or the takeover (warn), and starts
 // the slot's span, whose context the handler gets (none without a
 // TracerProvider).
-func (s *Scheduler) claimed(ctx context.Context, j *job, sl acquire.Slot, claimStart time.Time, first bool) (context.Context, trace.Span) {
+func (e *engine) claimed(ctx context.Context, j *job, sl acquire.Slot, claimStart time.Time, first bool) (context.Context, trace.Span) {
 	now := time.Now()
 	if first {
-		s.tel.ClaimDuration.Record(ctx, now.Sub(claimStart).Seconds(), j.record...)
+		e.tel.ClaimDuration.Record(ctx, now.Sub(claimStart).Seconds(), j.record...)
 	}
-	s.tel.Lateness.Record(ctx, max(0, now.Sub(sl.End.Add(j.Lag)).Seconds()), j.record...)
+	e.tel.Lateness.Record(ctx, max(0, now.Sub(sl.End.Add(j.Lag)).Seconds()), j.record...)
 	if sl.TookOver {
-		s.opts.Logger.WarnContext(ctx, "almanac: took over a slot whose lease expired or was ejected", j.slotArgs(sl)...)
-	} else if s.opts.Logger.Enabled(ctx, slog.LevelDebug) {
-		s.opts.Logger.DebugContext(ctx, "almanac: claimed", j.slotArgs(sl)...)
+		e.opts.Logger.WarnContext(ctx, "almanac: took over a slot whose lease expired or was ejected", j.slotArgs(sl)...)
+	} else if e.opts.Logger.Enabled(ctx, slog.LevelDebug) {
+		e.opts.Logger.DebugContext(ctx, "almanac: claimed", j.slotArgs(sl)...)
 	}
-	if !s.tel.Tracing {
+	if !e.tel.Tracing {
 		return ctx, nil
 	}
-	ctx, span := s.tel.Tracer.Start(ctx, j.spanName, consumer...)
+	ctx, span := e.tel.Tracer.Start(ctx, j.spanName, consumer...)
 	if span.IsRecording() {
 		// Built only for a span that is kept: a no-op tracer costs nothing.
 		span.SetAttributes(telemetry.AttrSeries.String(j.Series.Name()), telemetry.AttrInterval.String(j.intervalText),
@@ -100,10 +100,10 @@ func isSkipOrSnooze(err error) bool {
 
 // lockedHandler returns j's handler for one unit of locked-mode work that
 // started looking for slots at claimStart.
-func (s *Scheduler) lockedHandler(j *job, claimStart time.Time) acquire.Handler {
+func (e *engine) lockedHandler(j *job, claimStart time.Time) acquire.Handler {
 	var started atomic.Bool
 	return func(ctx context.Context, tx pgx.Tx, sl acquire.Slot) error {
-		ctx, span := s.claimed(ctx, j, sl, claimStart, !started.Swap(true))
+		ctx, span := e.claimed(ctx, j, sl, claimStart, !started.Swap(true))
 		err := j.Handler(ctx, tx, sl)
 		endSpan(span, err)
 		return err
@@ -112,32 +112,32 @@ func (s *Scheduler) lockedHandler(j *job, claimStart time.Time) acquire.Handler 
 
 // record counts one slot outcome and logs it: completions and snoozes at
 // debug, failures and parkings at warn, the rest at info.
-func (s *Scheduler) record(j *job, res acquire.Result) {
+func (e *engine) record(j *job, res acquire.Result) {
 	ctx := context.Background()
 	level := slog.LevelInfo
 	switch res.Outcome {
 	case acquire.Completed:
-		s.tel.Completed.Add(ctx, 1, j.add...)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
+		e.tel.Completed.Add(ctx, 1, j.add...)
+		e.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelDebug
 	case acquire.Snoozed:
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
+		e.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelDebug
 	case acquire.Skipped:
-		s.tel.Skipped.Add(ctx, 1, j.add...)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
+		e.tel.Skipped.Add(ctx, 1, j.add...)
+		e.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 	case acquire.Failed:
-		s.tel.Failed.Add(ctx, 1, j.add...)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
+		e.tel.Failed.Add(ctx, 1, j.add...)
+		e.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelWarn
 	case acquire.Parked:
 		// A parking is the last failure: both are counted.
-		s.tel.Failed.Add(ctx, 1, j.add...)
-		s.tel.Parked.Add(ctx, 1, j.add...)
-		s.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
+		e.tel.Failed.Add(ctx, 1, j.add...)
+		e.tel.Parked.Add(ctx, 1, j.add...)
+		e.tel.HandlerDuration.Record(ctx, res.Duration.Seconds(), j.record...)
 		level = slog.LevelWarn
 	}
-	if !s.opts.Logger.Enabled(ctx, level) {
+	if !e.opts.Logger.Enabled(ctx, level) {
 		return
 	}
 	args := j.slotArgs(res.Slot, "duration", res.Duration.Round(time.Microsecond), "outcome", string(res.Outcome))
@@ -148,7 +148,7 @@ func (s *Scheduler) record(j *job, res acquire.Result) {
 		args = append(args, "retry_in", res.Delay)
 	}
 	msg := "almanac: slot " + outcomeWords[res.Outcome]
-	s.opts.Logger.Log(ctx, level, msg, args...)
+	e.opts.Logger.Log(ctx, level, msg, args...)
 }
 
 // outcomeWords name outcomes in log messages.
@@ -159,16 +159,16 @@ var outcomeWords = map[acquire.Outcome]string{
 
 // observeWorkers registers the gauge of busy workers per job, read from the
 // dispatcher's counts at each collection, and returns its unregistration.
-func (s *Scheduler) observeWorkers() (stop func()) {
-	g, err := s.tel.Meter.Int64ObservableGauge(telemetry.WorkersBusy, metric.WithUnit("{worker}"),
+func (e *engine) observeWorkers() (stop func()) {
+	g, err := e.tel.Meter.Int64ObservableGauge(telemetry.WorkersBusy, metric.WithUnit("{worker}"),
 		metric.WithDescription("Workers running a handler or looking for a slot, per series."))
 	if err != nil {
 		return func() {}
 	}
-	reg, err := s.tel.Meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, j := range s.jobs {
+	reg, err := e.tel.Meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, j := range e.jobs {
 			o.ObserveInt64(g, int64(j.running), metric.WithAttributeSet(j.attrSet))
 		}
 		return nil

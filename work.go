@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -11,36 +11,21 @@ import (
 	"github.com/almanacdev/almanac/internal/retry"
 )
 
-// Run registers the jobs' series, materializes what is due (applying the
-// catch-up policies), and works the jobs until ctx is done: triggers
-// materialize newly due slots, idle workers wait for a notification
-// (materialize, re-open, retry) or the poll interval, and a periodic sweep
-// re-materializes each job's look-back window and prunes the slots' history
-// older than the schema's retention.
-//
-// When ctx is done Run stops acquiring, lets running handlers finish for up
-// to ShutdownTimeout, then cancels their contexts: locked-mode work rolls
-// back, lease-mode work is released with its checkpoint, and no slot is
-// lost either way. It then returns nil. It returns an error only when it
-// cannot start (a series registered with another grid, an unreachable
-// database).
-func (s *Scheduler) Run(ctx context.Context) error {
-	if err := s.prepare(ctx); err != nil {
-		return err
-	}
-	s.run(ctx)
-	return nil
-}
-
-// Start prepares the jobs like Run and runs them in the background until
-// Stop. It returns the errors Run returns when it cannot start.
-func (s *Scheduler) Start(ctx context.Context) error {
-	if err := s.prepare(ctx); err != nil {
+// start registers the jobs' series, materializes what is due (applying the
+// catch-up policies), and works the jobs in the background until stop:
+// triggers materialize newly due slots, idle workers wait for a
+// notification (materialize, re-open, retry) or the poll interval, and a
+// periodic sweep re-materializes each job's look-back window and prunes the
+// slots' history older than the schema's retention. It returns an error
+// only when it cannot start (a series registered with another grid, an
+// unreachable database).
+func (e *engine) start(ctx context.Context) error {
+	if err := e.prepare(ctx); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
-	s.stop = func(ctx context.Context) error {
+	e.stop = func(ctx context.Context) error {
 		cancel()
 		select {
 		case <-done:
@@ -51,61 +36,52 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	go func() {
 		defer close(done)
-		s.run(runCtx)
+		e.run(runCtx)
 	}()
 	return nil
 }
 
-// Stop shuts a started scheduler down as Run does when its context ends,
-// and returns when it has (or when ctx is done first).
-func (s *Scheduler) Stop(ctx context.Context) error {
-	if s.stop == nil {
-		return errors.New("scheduler: Stop without Start")
-	}
-	return s.stop(ctx)
-}
-
 // run works the prepared jobs until ctx is done, then shuts down.
-func (s *Scheduler) run(ctx context.Context) {
+func (e *engine) run(ctx context.Context) {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	var background sync.WaitGroup
 	background.Add(1)
 	go func() {
 		defer background.Done()
-		s.listen(ctx)
+		e.listen(ctx)
 	}()
-	for _, j := range s.jobs {
+	for _, j := range e.jobs {
 		background.Add(1)
 		go func() {
 			defer background.Done()
-			s.drive(ctx, j)
+			e.drive(ctx, j)
 		}()
 	}
 	background.Add(1)
 	go func() {
 		defer background.Done()
-		s.poll(ctx)
+		e.poll(ctx)
 	}()
 	background.Add(1)
 	go func() {
 		defer background.Done()
-		s.pruneHistory(ctx)
+		e.pruneHistory(ctx)
 	}()
 
-	stopObserving := s.observeWorkers()
+	stopObserving := e.observeWorkers()
 	defer stopObserving()
-	defer s.logStopped(context.WithoutCancel(ctx))
+	defer e.logStopped(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
-	s.dispatch(ctx, work, &workers, false)
+	e.dispatch(ctx, work, &workers, false)
 
 	// Shutdown: no new work; running handlers get ShutdownTimeout.
 	finished := make(chan struct{})
 	go func() { workers.Wait(); close(finished) }()
 	select {
 	case <-finished:
-	case <-s.opts.Clock.After(s.opts.ShutdownTimeout):
-		s.opts.Logger.Warn("almanac: shutdown timeout: cancelling running handlers", "timeout", s.opts.ShutdownTimeout)
+	case <-e.opts.Clock.After(e.opts.ShutdownTimeout):
+		e.opts.Logger.Warn("almanac: shutdown timeout: cancelling running handlers", "timeout", e.opts.ShutdownTimeout)
 		stopWork()
 		<-finished
 	}
@@ -114,65 +90,65 @@ func (s *Scheduler) run(ctx context.Context) {
 
 // dispatch hands free workers to jobs with work until ctx is done, or, with
 // once, until no job has work and no worker runs.
-func (s *Scheduler) dispatch(ctx, work context.Context, workers *sync.WaitGroup, once bool) {
+func (e *engine) dispatch(ctx, work context.Context, workers *sync.WaitGroup, once bool) {
 	for {
-		s.mu.Lock()
-		for j := s.pick(); j != nil; j = s.pick() {
+		e.mu.Lock()
+		for j := e.pick(); j != nil; j = e.pick() {
 			j.running++
-			s.running++
+			e.running++
 			seen := j.wakes
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
-				more := s.unit(work, j)
-				s.mu.Lock()
+				more := e.unit(work, j)
+				e.mu.Lock()
 				j.running--
-				s.running--
+				e.running--
 				// A wake-up that came while the unit looked may be for a
 				// slot it did not see: keep looking then.
 				if !more && j.wakes == seen {
 					j.hasWork = false
 				}
-				s.mu.Unlock()
-				s.pokeDispatcher()
+				e.mu.Unlock()
+				e.pokeDispatcher()
 			}()
 		}
-		idle := s.running == 0 && s.pick() == nil
-		s.mu.Unlock()
+		idle := e.running == 0 && e.pick() == nil
+		e.mu.Unlock()
 		if once && idle {
 			return
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.poke:
+		case <-e.poke:
 		}
 	}
 }
 
 // unit does one unit of work for j and reports whether more may be waiting:
-// a slot in locked mode, a batch in LockedBatch mode, a lease in Lease mode.
+// a slot in locked mode, a batch in ModeLockedBatch, a lease in ModeLease.
 // An error (the database unreachable past the retries inside, an outcome
 // that could not be recorded) is logged and answered with a pause, then
 // more=true: a fault is never taken for the end of the work.
-func (s *Scheduler) unit(ctx context.Context, j *job) bool {
+func (e *engine) unit(ctx context.Context, j *job) bool {
 	var err error
 	more := false
 	claimStart := time.Now()
 	switch j.Mode {
-	case Locked:
+	case ModeLocked:
 		var res acquire.Result
 		var ok bool
-		res, ok, err = j.queue.Run(ctx, s.lockedHandler(j, claimStart))
+		res, ok, err = j.queue.Run(ctx, e.lockedHandler(j, claimStart))
 		if ok {
-			s.report(j, res)
+			e.report(j, res)
 		}
 		more = ok
-	case LockedBatch:
+	case ModeLockedBatch:
 		var results []acquire.Result
-		results, err = j.queue.RunBatch(ctx, j.Batch, s.lockedHandler(j, claimStart))
+		results, err = j.queue.RunBatch(ctx, j.Batch, e.lockedHandler(j, claimStart))
 		for _, res := range results {
-			s.report(j, res)
+			e.report(j, res)
 		}
 		// A full batch means there is probably more: fetch again at once.
 		more = len(results) == j.Batch
@@ -180,24 +156,24 @@ func (s *Scheduler) unit(ctx context.Context, j *job) bool {
 		var leases []*acquire.Lease
 		leases, err = j.queue.Claim(ctx, 1)
 		if err == nil && len(leases) > 0 {
-			s.report(j, s.runLease(ctx, j, leases[0], claimStart))
+			e.report(j, e.runLease(ctx, j, leases[0], claimStart))
 			more = true
 		}
 	}
 	if err == nil || ctx.Err() != nil {
 		return more
 	}
-	s.opts.Logger.Warn("almanac: worker error; retrying", j.logArgs("error", err, "retry_in", s.errorPause())...)
+	e.opts.Logger.Warn("almanac: worker error; retrying", j.logArgs("error", err, "retry_in", e.errorPause())...)
 	select {
 	case <-ctx.Done():
-	case <-s.opts.Clock.After(s.errorPause()):
+	case <-e.opts.Clock.After(e.errorPause()):
 	}
 	return true
 }
 
 // errorPause is how long a worker waits after an error before it looks for
 // work again.
-func (s *Scheduler) errorPause() time.Duration { return min(time.Second, s.opts.PollInterval) }
+func (e *engine) errorPause() time.Duration { return min(time.Second, e.opts.PollInterval) }
 
 // outcomeRetryLimit bounds how long a lease-mode worker keeps trying to
 // record an outcome while the database is unreachable (a failover, a
@@ -216,12 +192,12 @@ const afterStop = 5 * time.Second
 // database failed over must not make the slot run a second time. Other
 // workers leave an expired lease to its holder for a grace period
 // (acquire.Options.TakeoverGrace), and the holder retries eagerly.
-func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease, claimStart time.Time) acquire.Result {
+func (e *engine) runLease(ctx context.Context, j *job, l *acquire.Lease, claimStart time.Time) acquire.Result {
 	stop := j.queue.KeepAlive(ctx, []*acquire.Lease{l})
 	defer stop()
 	hctx, cancel := l.Context(ctx)
 	defer cancel()
-	hctx, span := s.claimed(hctx, j, l.Slot, claimStart, true)
+	hctx, span := e.claimed(hctx, j, l.Slot, claimStart, true)
 	start := time.Now()
 	err := callLeaseHandler(hctx, j.LeaseHandler, l)
 	endSpan(span, err)
@@ -235,7 +211,7 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease, clai
 	switch {
 	case errors.Is(context.Cause(hctx), acquire.ErrLeaseLost):
 		res.Outcome, res.Err = acquire.Abandoned, context.Cause(hctx)
-		s.opts.Logger.Warn("almanac: lease lost; the handler was stopped", j.slotArgs(l.Slot, "error", res.Err)...)
+		e.opts.Logger.Warn("almanac: lease lost; the handler was stopped", j.slotArgs(l.Slot, "error", res.Err)...)
 		// A holder that gave its lease up because it could not renew it
 		// hands the slot back if the database is reachable again, so that
 		// another worker need not wait for the lease to expire. Guarded by
@@ -256,7 +232,7 @@ func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease, clai
 		if res.Outcome != acquire.Abandoned {
 			res.Outcome, res.Err = acquire.Abandoned, fmt.Errorf("recording the outcome failed: %w (the slot runs again once its lease expires)", werr)
 		}
-		s.opts.Logger.Error("almanac: recording the outcome failed", j.slotArgs(l.Slot, "error", werr)...)
+		e.opts.Logger.Error("almanac: recording the outcome failed", j.slotArgs(l.Slot, "error", werr)...)
 	}
 	return res
 }
@@ -271,17 +247,17 @@ func callLeaseHandler(ctx context.Context, h LeaseHandler, l *acquire.Lease) (er
 }
 
 // report records one slot outcome (log, metrics) and passes it to
-// OnResult.
-func (s *Scheduler) report(j *job, res acquire.Result) {
-	s.record(j, res)
-	if s.opts.OnResult != nil {
-		s.opts.OnResult(Result{Job: j.Job, Result: res})
+// onResult.
+func (e *engine) report(j *job, res acquire.Result) {
+	e.record(j, res)
+	if e.onResult != nil {
+		e.onResult(j, res)
 	}
 	// A retry or snooze due before the next poll: look again when it is.
-	if (res.Outcome == acquire.Failed || res.Outcome == acquire.Snoozed) && res.Delay < s.opts.PollInterval {
+	if (res.Outcome == acquire.Failed || res.Outcome == acquire.Snoozed) && res.Delay < e.opts.PollInterval {
 		go func() {
-			<-s.opts.Clock.After(res.Delay)
-			s.wake(j)
+			<-e.opts.Clock.After(res.Delay)
+			e.wake(j)
 		}()
 	}
 }
@@ -292,61 +268,61 @@ func (s *Scheduler) report(j *job, res acquire.Result) {
 // fires, is reckoned on the database clock (read at every trigger); the
 // scheduler's Clock only times the waits in between, so a host whose clock
 // is wrong neither runs slots early nor misses them.
-func (s *Scheduler) drive(ctx context.Context, j *job) {
-	if now, err := s.dbNow(ctx); err == nil {
-		if err := s.materialize(ctx, j, j.start, now); err != nil && ctx.Err() == nil {
-			s.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
+func (e *engine) drive(ctx context.Context, j *job) {
+	if now, err := e.dbNow(ctx); err == nil {
+		if err := e.materialize(ctx, j, j.start, now); err != nil && ctx.Err() == nil {
+			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
 		}
 	}
-	lastSweep := s.opts.Clock.Now()
+	lastSweep := e.opts.Clock.Now()
 	for ctx.Err() == nil {
-		now, err := s.dbNow(ctx)
+		now, err := e.dbNow(ctx)
 		if err != nil {
 			continue // only when ctx is done: dbNow retries faults until then
 		}
 		next, err := j.trigger.next(now)
 		if err != nil {
-			s.opts.Logger.Error("almanac: trigger stopped", j.logArgs("error", err)...)
+			e.opts.Logger.Error("almanac: trigger stopped", j.logArgs("error", err)...)
 			return
 		}
 		wait := next.Sub(now)
-		if sweep := lastSweep.Add(s.opts.SweepInterval).Sub(s.opts.Clock.Now()); sweep < wait {
+		if sweep := lastSweep.Add(e.sweep).Sub(e.opts.Clock.Now()); sweep < wait {
 			wait = max(sweep, 0)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.Clock.After(wait):
+		case <-e.opts.Clock.After(wait):
 		}
-		if now, err = s.dbNow(ctx); err != nil {
+		if now, err = e.dbNow(ctx); err != nil {
 			return
 		}
 		from := now.Add(-j.LookBack)
-		if s.opts.Clock.Now().Sub(lastSweep) < s.opts.SweepInterval {
+		if e.opts.Clock.Now().Sub(lastSweep) < e.sweep {
 			// A trigger: materialize from where this process last got to.
-			s.mu.Lock()
+			e.mu.Lock()
 			if j.covered.After(from) {
 				from = j.covered
 			}
-			s.mu.Unlock()
+			e.mu.Unlock()
 		} else {
-			lastSweep = s.opts.Clock.Now()
+			lastSweep = e.opts.Clock.Now()
 		}
-		if err := s.materialize(ctx, j, from, now); err != nil && ctx.Err() == nil {
-			s.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
+		if err := e.materialize(ctx, j, from, now); err != nil && ctx.Err() == nil {
+			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
 		}
 	}
 }
 
 // poll wakes every job every PollInterval: the fallback for a missed
 // notification and for slots whose retry backoff ran out.
-func (s *Scheduler) poll(ctx context.Context) {
+func (e *engine) poll(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.opts.Clock.After(s.opts.PollInterval):
-			s.wakeAll()
+		case <-e.opts.Clock.After(e.opts.PollInterval):
+			e.wakeAll()
 		}
 	}
 }

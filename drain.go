@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -16,13 +16,9 @@ import (
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
-// ErrIncomplete is wrapped by the error RunOnce returns when slots in its
-// scope are left unfinished; errors.As finds an *IncompleteError with the
-// counts.
-var ErrIncomplete = errors.New("slots left unfinished")
-
-// IncompleteError says which slots of a drain's scope were left unfinished,
-// by state, when RunOnce returned.
+// IncompleteError says which slots of a Drain's scope were left
+// unfinished, by state: the error Drain returns, wrapping ErrIncomplete
+// (and, when ctx ended first, ctx's error).
 type IncompleteError struct {
 	// Failed counts slots that wait for a retry (they failed, or their
 	// handler snoozed), Parked the ones that gave up: both are reported,
@@ -31,13 +27,16 @@ type IncompleteError struct {
 	// Ready counts slots that could have been worked, Held those that other
 	// workers held: both are left only when the context ended first.
 	Ready, Held int64
-	// Cause is why RunOnce stopped waiting: the context's error, or nil.
+	// Cause is why Drain stopped waiting: the context's error, or nil.
 	Cause error
 }
 
-// Left is the number of unfinished slots.
-func (e *IncompleteError) Left() int64 { return e.Failed + e.Parked + e.Ready + e.Held }
+// left is the number of unfinished slots.
+func (e *IncompleteError) left() int64 { return e.Failed + e.Parked + e.Ready + e.Held }
 
+// Error says how many slots are left and why: "3 slots left unfinished: 2
+// failed or snoozed, waiting for their retry, 1 parked after their last
+// attempt".
 func (e *IncompleteError) Error() string {
 	var parts []string
 	for _, p := range []struct {
@@ -49,13 +48,14 @@ func (e *IncompleteError) Error() string {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}
 	}
-	msg := fmt.Sprintf("%d slots left unfinished: %s", e.Left(), strings.Join(parts, ", "))
+	msg := fmt.Sprintf("%d slots left unfinished: %s", e.left(), strings.Join(parts, ", "))
 	if e.Cause != nil {
 		msg += " (stopped: " + e.Cause.Error() + ")"
 	}
 	return msg
 }
 
+// Unwrap returns ErrIncomplete and, when ctx ended the drain, its error.
 func (e *IncompleteError) Unwrap() []error {
 	if e.Cause != nil {
 		return []error{ErrIncomplete, e.Cause}
@@ -63,89 +63,107 @@ func (e *IncompleteError) Unwrap() []error {
 	return []error{ErrIncomplete}
 }
 
-// Summary counts the outcomes of RunOnce.
-type Summary map[acquire.Outcome]int
+// Summary counts the outcomes of the slots a Drain ran.
+type Summary struct {
+	// Completed slots are COMPLETE, with the handler's writes; Skipped ones
+	// SKIP.
+	Completed, Skipped int
+	// Snoozed slots are AVAILABLE again after their snooze; Failed ones
+	// after their retry delay (a handler's error); Parked ones gave up
+	// (Policy.MaxAttempts, or the retry policy) and stay visible until
+	// re-opened or retried.
+	Snoozed, Failed, Parked int
+	// Abandoned runs recorded nothing (a shutdown, a lost connection) and
+	// their slots are acquirable again at once.
+	Abandoned int
+}
 
-// Failed reports whether any slot failed or was parked.
-func (s Summary) Failed() bool { return s[acquire.Failed]+s[acquire.Parked] > 0 }
+// add counts one outcome.
+func (s *Summary) add(o acquire.Outcome) {
+	switch o {
+	case acquire.Completed:
+		s.Completed++
+	case acquire.Skipped:
+		s.Skipped++
+	case acquire.Snoozed:
+		s.Snoozed++
+	case acquire.Failed:
+		s.Failed++
+	case acquire.Parked:
+		s.Parked++
+	case acquire.Abandoned:
+		s.Abandoned++
+	}
+}
 
-// RunOnce is a batch run, the sidecar's --once: it materializes what is due
-// and works the jobs' slots until every slot in scope is finished or has
-// been given its chance, then returns the outcomes it saw.
+// drain is Client.Drain: it materializes what is due and works the jobs'
+// slots until every slot in scope is finished or has been given its
+// chance, then returns the outcomes it saw.
 //
-// The scope of a job is its slots from its first one (Job.Start, else the
-// earliest stored) to the last one due when RunOnce started (or Job.End).
-// RunOnce keeps working while any slot of the scope can be worked: it is
+// The scope of a job is its slots from its first one (Job.From, else the
+// earliest stored) to the last one due when drain started (or Job.To). It
+// keeps working while any slot of the scope can be worked: it is
 // acquirable, its lease expired (it is taken over), or another worker holds
 // it (it waits for that worker to finish or for its lease to expire). A
 // fault (a lost connection, a restarting server) is never taken for the end
 // of the work. A slot that fails is retried within the run when its retry
-// comes within a few seconds (the first retries of the default policy);
-// RunOnce stops waiting for slots in a longer backoff, and for parked ones.
-//
-// It returns nil only when every slot of the scope is COMPLETE or SKIP.
-// Otherwise it returns an error wrapping ErrIncomplete (an *IncompleteError
-// with the counts), also when ctx ends first, after shutting down as Run
-// does.
-func (s *Scheduler) RunOnce(ctx context.Context) (Summary, error) {
-	if err := s.prepare(ctx); err != nil {
-		return nil, err
+// comes within a few seconds (the first retries of the default policy); it
+// stops waiting for slots in a longer backoff, and for parked ones.
+func (e *engine) drain(ctx context.Context) (Summary, error) {
+	if err := e.prepare(ctx); err != nil {
+		return Summary{}, err
 	}
 	var mu sync.Mutex
-	summary := Summary{}
+	var summary Summary
 	var results atomic.Int64
-	onResult := s.opts.OnResult
-	s.opts.OnResult = func(r Result) {
+	onResult := e.onResult
+	e.onResult = func(j *job, r acquire.Result) {
 		mu.Lock()
-		summary[r.Outcome]++
+		summary.add(r.Outcome)
 		mu.Unlock()
 		results.Add(1)
 		if onResult != nil {
-			onResult(r)
+			onResult(j, r)
 		}
 	}
 	copySummary := func() Summary {
 		mu.Lock()
 		defer mu.Unlock()
-		out := Summary{}
-		for k, v := range summary {
-			out[k] = v
-		}
-		return out
+		return summary
 	}
-	now, err := s.dbNow(ctx)
+	now, err := e.dbNow(ctx)
 	if err != nil {
-		return nil, err
+		return Summary{}, err
 	}
-	scopes := make([]scope, len(s.jobs))
-	for i, j := range s.jobs {
-		if err := s.materialize(ctx, j, j.start, now); err != nil {
-			return nil, err
+	scopes := make([]scope, len(e.jobs))
+	for i, j := range e.jobs {
+		if err := e.materialize(ctx, j, j.start, now); err != nil {
+			return Summary{}, err
 		}
 		to, err := dueTo(j.Series, j.Lag, now)
 		if err != nil {
-			return nil, err
+			return Summary{}, err
 		}
-		if !j.End.IsZero() && j.End.Before(to) {
-			to = j.End
+		if !j.To.IsZero() && j.To.Before(to) {
+			to = j.To
 		}
 		scopes[i] = scope{job: j, from: j.start, to: to}
 	}
 
-	stopObserving := s.observeWorkers()
+	stopObserving := e.observeWorkers()
 	defer stopObserving()
-	defer s.logStopped(context.WithoutCancel(ctx))
+	defer e.logStopped(context.WithoutCancel(ctx))
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	var workers sync.WaitGroup
 	var left scopeState
 	for {
 		before := results.Load()
-		s.dispatch(ctx, work, &workers, true)
+		e.dispatch(ctx, work, &workers, true)
 		if ctx.Err() != nil {
 			break
 		}
-		if left, err = s.scopesState(ctx, scopes); err != nil {
+		if left, err = e.scopesState(ctx, scopes); err != nil {
 			break
 		}
 		if left.ready+left.expired+left.held+left.soon == 0 {
@@ -155,23 +173,23 @@ func (s *Scheduler) RunOnce(ctx context.Context) (Summary, error) {
 			// Slots another worker holds, slots whose retry comes soon, or
 			// slots that were ready but locked by another worker when looked
 			// for: look again shortly, or when the first of them is due.
-			wait := min(s.opts.PollInterval, time.Second)
+			wait := min(e.opts.PollInterval, time.Second)
 			if left.next > 0 {
 				wait = min(wait, left.next)
 			}
 			select {
 			case <-ctx.Done():
-			case <-s.opts.Clock.After(wait):
+			case <-e.opts.Clock.After(wait):
 			}
 		}
-		s.wakeAll()
+		e.wakeAll()
 	}
 
 	finished := make(chan struct{})
 	go func() { workers.Wait(); close(finished) }()
 	select {
 	case <-finished:
-	case <-s.opts.Clock.After(s.opts.ShutdownTimeout):
+	case <-e.opts.Clock.After(e.opts.ShutdownTimeout):
 		stopWork()
 		<-finished
 	}
@@ -181,7 +199,7 @@ func (s *Scheduler) RunOnce(ctx context.Context) (Summary, error) {
 	if ctx.Err() != nil {
 		// Count what is left on a context of our own: the caller's is done.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		state, serr := s.scopesState(cctx, scopes)
+		state, serr := e.scopesState(cctx, scopes)
 		cancel()
 		if serr != nil {
 			return copySummary(), fmt.Errorf("%w: %w", ErrIncomplete, ctx.Err())
@@ -216,7 +234,7 @@ func (st scopeState) open() int64 {
 	return st.ready + st.expired + st.held + st.soon + st.backoff + st.parked
 }
 
-// drainRetryWait is how far ahead RunOnce waits for a failed slot's retry:
+// drainRetryWait is how far ahead a drain waits for a failed slot's retry:
 // a slot that failed once or twice (the default policy waits 1 s, then 2 s,
 // then 4 s) gets its retries within the run, one that keeps failing is
 // reported rather than waited for for an hour.
@@ -252,9 +270,9 @@ FROM (SELECT status, slot_end, not_before, lease_until FROM {{schema}}.slot
 // scopesState adds up the state of every scope. Not-due AVAILABLE slots
 // (a negative range, or slots materialized early by another process) count
 // as ready only once due.
-func (s *Scheduler) scopesState(ctx context.Context, scopes []scope) (scopeState, error) {
+func (e *engine) scopesState(ctx context.Context, scopes []scope) (scopeState, error) {
 	var total scopeState
-	sql := sqlschema.Render(scopeSQL, s.opts.Schema)
+	sql := sqlschema.Render(scopeSQL, e.opts.Schema)
 	for _, sc := range scopes {
 		if !sc.from.Before(sc.to) {
 			continue
@@ -262,7 +280,7 @@ func (s *Scheduler) scopesState(ctx context.Context, scopes []scope) (scopeState
 		var st scopeState
 		var next float64
 		err := retry.Do(ctx, func(ctx context.Context) error {
-			return s.pool.QueryRow(ctx, sql, sc.job.Series.Name(), sc.job.Series.Interval().String(), sc.from, sc.to,
+			return e.pool.QueryRow(ctx, sql, sc.job.Series.Name(), sc.job.Series.Interval().String(), sc.from, sc.to,
 				sc.job.Lag.Microseconds(), drainRetryWait.Microseconds()).Scan(&st.ready, &st.expired, &st.held, &st.soon, &st.backoff, &st.parked, &next)
 		})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {

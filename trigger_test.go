@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"testing"
@@ -85,79 +85,6 @@ func TestTriggerAcrossDST(t *testing.T) {
 		"hourly slots stay an hour apart through the repeated hour")
 	require.Equal(t, "2026-10-25T04:00:00+01:00", slot.FormatTime(now.In(berlin)),
 		"01:00+02, 02:00+02, 02:00+01, 03:00+01, 04:00+01")
-}
-
-func TestCronSchedules(t *testing.T) {
-	g := grid(t, "P1D", "Europe/Berlin")
-	for _, tt := range []struct{ spec, now, want string }{
-		{"*/5 * * * *", "2026-03-01T10:06:00Z", "2026-03-01T10:10:00Z"},
-		{"@every 90s", "2026-03-01T10:00:00Z", "2026-03-01T10:01:30Z"},
-		{"@hourly", "2026-03-01T10:06:00Z", "2026-03-01T11:00:00Z"},
-		// 02:30 local does not exist on 2026-03-29 in Berlin; cron moves on
-		// to the next day's 02:30.
-		{"CRON_TZ=Europe/Berlin 30 2 * * *", "2026-03-28T12:00:00Z", "2026-03-30T00:30:00Z"},
-		{"CRON_TZ=America/New_York 0 6 * * 1", "2026-11-22T12:00:00Z", "2026-11-23T11:00:00Z"},
-	} {
-		s, err := parseSchedule(tt.spec)
-		require.NoError(t, err, tt.spec)
-		next, err := trigger{schedule: s, grid: g}.next(at(t, tt.now, nil))
-		require.NoError(t, err)
-		require.Equal(t, tt.want, next.UTC().Format(time.RFC3339), tt.spec)
-	}
-	for _, bad := range []string{"", "* * *", "61 * * * *", "@every", "@every -5m", "@every 0s", "@every 500ms", "CRON_TZ=Mars/Base * * * * *", "@weird", "TZ=", "CRON_TZ=Europe/Berlin"} {
-		_, err := parseSchedule(bad)
-		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
-		require.Contains(t, err.Error(), bad)
-	}
-}
-
-// TestScheduleThatNeverFires: "0 0 30 2 *" (February 30) was accepted and
-// the job silently never ran. A spec is refused unless it fires within ten
-// years; a leap-day spec (every four years, eight across 2100) is accepted
-// and found from any start, also where cron's own five-year search gives up.
-func TestScheduleThatNeverFires(t *testing.T) {
-	for _, never := range []string{"0 0 30 2 *", "0 0 31 4 *", "0 0 31 2,4,6,9,11 *", "CRON_TZ=Europe/Berlin 0 12 30 2 *", "0 0 31 11 *"} {
-		err := CheckSchedule(never)
-		require.ErrorIs(t, err, slot.ErrInvalid, never)
-		require.ErrorContains(t, err, "never fires", never)
-		require.ErrorContains(t, err, never)
-	}
-	g := grid(t, "P1D", "UTC")
-	for _, tt := range []struct{ spec, now, want string }{
-		{"0 0 29 2 *", "2026-03-01T00:00:00Z", "2028-02-29T00:00:00Z"},
-		// 2100 is no leap year: from 2097 cron finds nothing within five
-		// years; the next leap day is in 2104.
-		{"0 0 29 2 *", "2097-03-01T00:00:00Z", "2104-02-29T00:00:00Z"},
-		// Day of month and day of week restricted together fire on either:
-		// February 30 never comes, February's Mondays do.
-		{"0 0 30 2 1", "2026-03-01T00:00:00Z", "2027-02-01T00:00:00Z"},
-	} {
-		require.NoError(t, CheckSchedule(tt.spec), tt.spec)
-		s, err := parseSchedule(tt.spec)
-		require.NoError(t, err)
-		next, err := trigger{schedule: s, grid: g}.next(at(t, tt.now, nil))
-		require.NoError(t, err, tt.spec)
-		require.Equal(t, tt.want, next.UTC().Format(time.RFC3339), tt.spec)
-	}
-}
-
-func TestParseCatchUp(t *testing.T) {
-	for text, want := range map[string]CatchUp{
-		"all": CatchUpAll, "none": CatchUpNone, "latest:3": CatchUpLatest(3), "latest 1": CatchUpLatest(1),
-	} {
-		got, err := ParseCatchUp(text)
-		require.NoError(t, err)
-		require.Equal(t, want, got)
-		again, err := ParseCatchUp(got.String())
-		require.NoError(t, err)
-		require.Equal(t, got, again)
-	}
-	for _, bad := range []string{"", "ALL", "latest", "latest:0", "latest:-1", "latest:x", "latest:01", "some", "latest:99999999"} {
-		_, err := ParseCatchUp(bad)
-		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
-	}
-	require.Equal(t, "all", CatchUp{}.String())
-	require.NotEqual(t, CatchUpNone, CatchUp{}, "the zero value is all, not none")
 }
 
 func TestCatchUpPlan(t *testing.T) {

@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -28,14 +28,14 @@ func TestCommandSeesTheGeneration(t *testing.T) {
 		Env: []string{"OUT=" + out}}
 	g := series(t, "gen", "PT1M")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	job := Job{Series: g, Start: start, Mode: Lease, LeaseHandler: cmd.LeaseHandler(), Queue: acquire.Options{To: start.Add(time.Minute)}}
+	job := Job{Series: g, From: start, Mode: ModeLease, LeaseHandler: cmd.LeaseHandler(), To: start.Add(time.Minute)}
 	runOnce := func() {
 		t.Helper()
-		s := New(db.Pool, Options{Schema: db.Schema})
-		require.NoError(t, s.Add(job))
-		sum, err := s.RunOnce(context.Background())
+		e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+		require.NoError(t, e.add(job))
+		sum, err := e.drain(context.Background())
 		require.NoError(t, err)
-		require.Equal(t, Summary{acquire.Completed: 1}, sum)
+		require.Equal(t, Summary{Completed: 1}, sum)
 	}
 	runOnce()
 	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
@@ -58,11 +58,12 @@ func TestSchedulerPrunesHistory(t *testing.T) {
 		       (clock_timestamp() - interval '1 day', 'recent', 'PT1M', '2026-01-01T00:00:00Z', 'completed', 1)`, db.Schema))
 	require.NoError(t, err)
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	s := New(db.Pool, Options{Schema: db.Schema, Clock: clock, SweepInterval: time.Hour})
-	require.NoError(t, s.Add(Job{Series: series(t, "idle", "PT1M"), Start: clock.Now(),
+	e := newEngine(db.Pool, Options{Schema: db.Schema, Clock: clock}, nil)
+	e.sweep = time.Hour
+	require.NoError(t, e.add(Job{Series: series(t, "idle", "PT1M"), From: clock.Now(),
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
-	require.NoError(t, s.Start(context.Background()))
-	defer func() { require.NoError(t, s.Stop(context.Background())) }()
+	require.NoError(t, e.start(context.Background()))
+	defer func() { require.NoError(t, e.stop(context.Background())) }()
 	// The pruner waits for the sweep interval on the clock: advance it once
 	// the pruner waits.
 	require.Eventually(t, func() bool { return clock.waitsFor(clock.Now().Add(time.Hour)) }, 10*time.Second, time.Millisecond)

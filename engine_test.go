@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -21,8 +21,6 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 func series(t *testing.T, name, interval string) slot.Series {
 	t.Helper()
 	s, err := slot.NewSeries(name, slot.MustParseInterval(interval), time.UTC, time.Time{})
@@ -43,25 +41,41 @@ func count(t *testing.T, db *pgtest.DB, sql string, args ...any) int {
 	return n
 }
 
-// recorder collects results.
-type recorder struct {
-	mu      sync.Mutex
-	results []Result
+// serve prepares the engine's jobs and works them until ctx is done, as
+// Client.Start and Stop do.
+func (e *engine) serve(ctx context.Context) error {
+	if err := e.prepare(ctx); err != nil {
+		return err
+	}
+	e.run(ctx)
+	return nil
 }
 
-func (r *recorder) add(res Result) {
+// result is one slot outcome of the named series' job.
+type result struct {
+	name string
+	acquire.Result
+}
+
+// recorder collects the engine's results (engine.onResult).
+type recorder struct {
+	mu      sync.Mutex
+	results []result
+}
+
+func (r *recorder) add(j *job, res acquire.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.results = append(r.results, res)
+	r.results = append(r.results, result{j.Series.Name(), res})
 }
 
 // of returns the results of the named series' job.
-func (r *recorder) of(name string) []Result {
+func (r *recorder) of(name string) []result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Result
+	var out []result
 	for _, res := range r.results {
-		if res.Job.Series.Name() == name {
+		if res.name == name {
 			out = append(out, res)
 		}
 	}
@@ -69,13 +83,9 @@ func (r *recorder) of(name string) []Result {
 }
 
 func (r *recorder) outcomes(name string) map[acquire.Outcome]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	out := map[acquire.Outcome]int{}
-	for _, res := range r.results {
-		if res.Job.Series.Name() == name {
-			out[res.Outcome]++
-		}
+	for _, res := range r.of(name) {
+		out[res.Outcome]++
 	}
 	return out
 }
@@ -87,9 +97,9 @@ func TestPrioritiesAndLimits(t *testing.T) {
 	db := pgtest.New(t)
 	var mu sync.Mutex
 	var fastDone, slowDone time.Time
-	s := New(db.Pool, Options{Schema: db.Schema, Concurrency: 2})
-	require.NoError(t, s.Add(Job{
-		Series: series(t, "slow", "PT1M"), Start: minutesAgo(20), Mode: Locked,
+	e := newEngine(db.Pool, Options{Schema: db.Schema, Concurrency: 2}, nil)
+	require.NoError(t, e.add(Job{
+		Series: series(t, "slow", "PT1M"), From: minutesAgo(20), Mode: ModeLocked,
 		Handler: func(ctx context.Context, _ pgx.Tx, _ acquire.Slot) error {
 			time.Sleep(100 * time.Millisecond)
 			mu.Lock()
@@ -98,8 +108,8 @@ func TestPrioritiesAndLimits(t *testing.T) {
 			return nil
 		},
 	}))
-	require.NoError(t, s.Add(Job{
-		Series: series(t, "fast", "PT1M"), Start: minutesAgo(5), Mode: Locked,
+	require.NoError(t, e.add(Job{
+		Series: series(t, "fast", "PT1M"), From: minutesAgo(5), Mode: ModeLocked,
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
 			mu.Lock()
 			fastDone = time.Now()
@@ -107,11 +117,11 @@ func TestPrioritiesAndLimits(t *testing.T) {
 			return nil
 		},
 	}))
-	summary, err := s.RunOnce(context.Background())
+	summary, err := e.drain(context.Background())
 	require.NoError(t, err)
 	// 25 slots, or one more per job if a minute turned during the test.
-	require.Equal(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot`), summary[acquire.Completed])
-	require.GreaterOrEqual(t, summary[acquire.Completed], 25)
+	require.Equal(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot`), summary.Completed)
+	require.GreaterOrEqual(t, summary.Completed, 25)
 	require.True(t, fastDone.Before(slowDone.Add(-time.Second)),
 		"the fast job finished at %s, the slow one at %s", fastDone.Format(time.StampMilli), slowDone.Format(time.StampMilli))
 }
@@ -130,10 +140,10 @@ func TestPriorityFirst(t *testing.T) {
 			return nil
 		}
 	}
-	s := New(db.Pool, Options{Schema: db.Schema, Concurrency: 1})
-	require.NoError(t, s.Add(Job{Series: series(t, "low", "PT1M"), Start: minutesAgo(3), Handler: handler("low")}))
-	require.NoError(t, s.Add(Job{Series: series(t, "high", "PT1M"), Start: minutesAgo(3), Handler: handler("high"), Priority: 1}))
-	_, err := s.RunOnce(context.Background())
+	e := newEngine(db.Pool, Options{Schema: db.Schema, Concurrency: 1}, nil)
+	require.NoError(t, e.add(Job{Series: series(t, "low", "PT1M"), From: minutesAgo(3), Handler: handler("low")}))
+	require.NoError(t, e.add(Job{Series: series(t, "high", "PT1M"), From: minutesAgo(3), Handler: handler("high"), Priority: 1}))
+	_, err := e.drain(context.Background())
 	require.NoError(t, err)
 	require.Len(t, order, count(t, db, `SELECT count(*) FROM {{schema}}.slot`))
 	require.Equal(t, []string{"high", "high", "high"}, order[:3])
@@ -145,9 +155,9 @@ func TestPerJobLimit(t *testing.T) {
 	db := pgtest.New(t)
 	var mu sync.Mutex
 	running, peak := 0, 0
-	s := New(db.Pool, Options{Schema: db.Schema, Concurrency: 4})
-	require.NoError(t, s.Add(Job{
-		Series: series(t, "payouts", "PT1M"), Start: minutesAgo(8), Concurrency: 1, Mode: LockedBatch, Batch: 2,
+	e := newEngine(db.Pool, Options{Schema: db.Schema, Concurrency: 4}, nil)
+	require.NoError(t, e.add(Job{
+		Series: series(t, "payouts", "PT1M"), From: minutesAgo(8), Concurrency: 1, Mode: ModeLockedBatch, Batch: 2,
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
 			mu.Lock()
 			running++
@@ -160,9 +170,9 @@ func TestPerJobLimit(t *testing.T) {
 			return nil
 		},
 	}))
-	summary, err := s.RunOnce(context.Background())
+	summary, err := e.drain(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot`), summary[acquire.Completed])
+	require.Equal(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot`), summary.Completed)
 	require.Equal(t, 1, peak)
 }
 
@@ -178,17 +188,17 @@ func TestCatchUpPolicies(t *testing.T) {
 			now := time.Now()
 			start, err := g.Floor(now.Add(-2 * time.Hour))
 			require.NoError(t, err)
-			s := New(db.Pool, Options{Schema: db.Schema})
-			require.NoError(t, s.Add(Job{Series: g, Start: start.Start, CatchUp: tt.policy,
+			e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+			require.NoError(t, e.add(Job{Series: g, From: start.Start, CatchUp: tt.policy,
 				Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
-			summary, err := s.RunOnce(context.Background())
+			summary, err := e.drain(context.Background())
 			require.NoError(t, err)
 			due, err := dueTo(g, 0, time.Now())
 			require.NoError(t, err)
 			total, err := g.Count(start.Start, due)
 			require.NoError(t, err)
-			require.InDelta(t, int(total)-tt.skipped, summary[acquire.Completed], 1)
-			require.InDelta(t, tt.skipped, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'SKIP' AND message = $1`, CatchUpReason), 1)
+			require.InDelta(t, int(total)-tt.skipped, summary.Completed, 1)
+			require.InDelta(t, tt.skipped, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'SKIP' AND message = $1`, catchUpReason), 1)
 			require.Equal(t, int(total), count(t, db, `SELECT count(*) FROM {{schema}}.slot`), "every due slot exists: no hole is left unexplained")
 		})
 	}
@@ -200,12 +210,12 @@ func TestWakeOnReopen(t *testing.T) {
 	db := pgtest.New(t)
 	g := series(t, "report", "PT1M")
 	ran := make(chan time.Time, 100)
-	s := New(db.Pool, Options{Schema: db.Schema, PollInterval: time.Minute})
-	require.NoError(t, s.Add(Job{Series: g, Start: minutesAgo(3),
+	e := newEngine(db.Pool, Options{Schema: db.Schema, PollInterval: time.Minute}, nil)
+	require.NoError(t, e.add(Job{Series: g, From: minutesAgo(3),
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { ran <- time.Now(); return nil }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- e.serve(ctx) }()
 	for range 3 {
 		select {
 		case <-ran:
@@ -213,7 +223,7 @@ func TestWakeOnReopen(t *testing.T) {
 			t.Fatal("the due slots were not run")
 		}
 	}
-	waitIdle(t, s) // so that only a wake-up can bring the re-opened slots to a worker
+	waitIdle(t, e) // so that only a wake-up can bring the re-opened slots to a worker
 	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
 	require.NoError(t, err)
 	from, to, ok, err := cov.Extent(context.Background())
@@ -240,24 +250,24 @@ func TestWakeOnReopen(t *testing.T) {
 func TestGracefulShutdown(t *testing.T) {
 	db := pgtest.New(t)
 	started := make(chan struct{}, 2)
-	s := New(db.Pool, Options{Schema: db.Schema, ShutdownTimeout: 300 * time.Millisecond})
+	e := newEngine(db.Pool, Options{Schema: db.Schema, ShutdownTimeout: 300 * time.Millisecond}, nil)
 	block := func(ctx context.Context) error {
 		started <- struct{}{}
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	require.NoError(t, s.Add(Job{Series: series(t, "leased", "PT1M"), Start: minutesAgo(1), Mode: Lease,
+	require.NoError(t, e.add(Job{Series: series(t, "leased", "PT1M"), From: minutesAgo(1), Mode: ModeLease,
 		LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 			if err := l.Checkpoint(ctx, "halfway"); err != nil {
 				return err
 			}
 			return block(ctx)
 		}}))
-	require.NoError(t, s.Add(Job{Series: series(t, "locked", "PT1M"), Start: minutesAgo(1),
+	require.NoError(t, e.add(Job{Series: series(t, "locked", "PT1M"), From: minutesAgo(1),
 		Handler: func(ctx context.Context, tx pgx.Tx, _ acquire.Slot) error { return block(ctx) }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- e.serve(ctx) }()
 	<-started
 	<-started
 	cancel()
@@ -275,9 +285,10 @@ func TestGracefulShutdown(t *testing.T) {
 func TestLeaseOutcomes(t *testing.T) {
 	db := pgtest.New(t)
 	rec := &recorder{}
-	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
-	require.NoError(t, s.Add(Job{Series: series(t, "lease", "PT1M"), Start: minutesAgo(5), Mode: Lease,
-		Queue: acquire.Options{To: minutesAgo(0), Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}},
+	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+	e.onResult = rec.add
+	require.NoError(t, e.add(Job{Series: series(t, "lease", "PT1M"), From: minutesAgo(5), Mode: ModeLease,
+		To: minutesAgo(0), Policy: Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }},
 		LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 			switch l.Index % 5 {
 			case 0:
@@ -292,7 +303,7 @@ func TestLeaseOutcomes(t *testing.T) {
 				panic("boom")
 			}
 		}}))
-	_, err := s.RunOnce(context.Background())
+	_, err := e.drain(context.Background())
 	var left *IncompleteError
 	require.ErrorAs(t, err, &left, "the failed and snoozed slots wait for their retry")
 	require.Equal(t, int64(3), left.Failed)
@@ -318,10 +329,11 @@ echo "done $ALMANAC_NAME"
 	cmd := Command{Path: script, Env: []string{"OUT=" + filepath.Join(dir, "out")}, Stdout: lockedWriter{&stdout, &outMu}, Stderr: lockedWriter{&stderr, &outMu}}
 	rec := &recorder{}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
-	require.NoError(t, s.Add(Job{Series: series(t, "cmd", "PT1M"), Start: start, End: start.Add(3 * time.Minute), Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
-		Queue: acquire.Options{Policy: acquire.Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}}))
-	_, err := s.RunOnce(context.Background())
+	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+	e.onResult = rec.add
+	require.NoError(t, e.add(Job{Series: series(t, "cmd", "PT1M"), From: start, To: start.Add(3 * time.Minute), Mode: ModeLease, LeaseHandler: cmd.LeaseHandler(),
+		Policy: Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
+	_, err := e.drain(context.Background())
 	var left *IncompleteError
 	require.ErrorAs(t, err, &left)
 	require.Equal(t, int64(1), left.Failed, "the failed slot is reported as left")
@@ -343,11 +355,12 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 	marker := filepath.Join(dir, "child")
 	cmd := Command{Path: "/bin/sh", Args: []string{"-c", `sleep 30 & echo $! > "` + marker + `"; wait`}, Grace: time.Second}
 	rec := &recorder{}
-	s := New(db.Pool, Options{Schema: db.Schema, OnResult: rec.add})
+	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+	e.onResult = rec.add
 	g := series(t, "lost", "PT1M")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(time.Minute), Mode: Lease, LeaseHandler: cmd.LeaseHandler(),
-		Queue: acquire.Options{Policy: acquire.Policy{LeaseTTL: 300 * time.Millisecond}}}))
+	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(time.Minute), Mode: ModeLease, LeaseHandler: cmd.LeaseHandler(),
+		Policy: Policy{LeaseTTL: 300 * time.Millisecond}}))
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -365,7 +378,7 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 			}
 		}
 	}()
-	_, err := s.RunOnce(context.Background())
+	_, err := e.drain(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, map[acquire.Outcome]int{acquire.Abandoned: 1}, rec.outcomes("lost"))
 	// Stopped because the lease went, not waited for: a command that ran
@@ -379,15 +392,15 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 
 // waitIdle waits until s has no worker running and no job marked as having
 // work: the state in which only a wake-up (or the poll) sends a worker.
-func waitIdle(t *testing.T, s *Scheduler) {
+func waitIdle(t *testing.T, e *engine) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.running > 0 {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.running > 0 {
 			return false
 		}
-		for _, j := range s.jobs {
+		for _, j := range e.jobs {
 			if j.hasWork {
 				return false
 			}
@@ -425,8 +438,8 @@ func TestNoLostWakeUps(t *testing.T) {
 	g := series(t, "rewake", "PT1M")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	done := make(chan struct{}, 1)
-	s := New(db.Pool, Options{Schema: db.Schema, PollInterval: time.Minute})
-	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(time.Minute),
+	e := newEngine(db.Pool, Options{Schema: db.Schema, PollInterval: time.Minute}, nil)
+	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(time.Minute),
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
 			select {
 			case done <- struct{}{}:
@@ -436,8 +449,8 @@ func TestNoLostWakeUps(t *testing.T) {
 		}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, s.Start(ctx))
-	defer func() { require.NoError(t, s.Stop(context.Background())) }()
+	require.NoError(t, e.start(ctx))
+	defer func() { require.NoError(t, e.stop(context.Background())) }()
 	cov, err := coverage.New(ctx, db.Pool, g, coverage.Options{Schema: db.Schema})
 	require.NoError(t, err)
 	for i := range 200 {
@@ -473,12 +486,35 @@ func TestStartBoundsAcquisition(t *testing.T) {
 	require.NoError(t, err)
 	_, err = cov.Materialize(context.Background(), start.Add(-time.Hour), start, coverage.MaterializeOptions{})
 	require.NoError(t, err)
-	s := New(db.Pool, Options{Schema: db.Schema})
-	require.NoError(t, s.Add(Job{Series: g, Start: start, End: start.Add(3 * time.Minute), Mode: Lease,
+	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(3 * time.Minute), Mode: ModeLease,
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
-	summary, err := s.RunOnce(context.Background())
+	summary, err := e.drain(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, Summary{acquire.Completed: 3}, summary)
+	require.Equal(t, Summary{Completed: 3}, summary)
 	require.Equal(t, 60, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE slot_start < $1 AND status = 'AVAILABLE' AND attempts = 0`, start))
 	require.Equal(t, 3, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE slot_start >= $1 AND status = 'COMPLETE'`, start))
+}
+
+// TestHandlerErrorIsStorable: a Go handler's error text is stored whatever
+// it holds, in both modes.
+func TestHandlerErrorIsStorable(t *testing.T) {
+	db := pgtest.New(t)
+	// A 4096-byte cut would fall in the middle of "é".
+	text := "nul \x00 bad \xff " + strings.Repeat("y", 4096-len("nul \x00 bad \xff ")-1) + "é and more"
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := &recorder{}
+	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+	e.onResult = rec.add
+	retry := Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}
+	require.NoError(t, e.add(Job{Series: series(t, "locked", "PT1M"), From: start, To: start.Add(time.Minute), Policy: retry,
+		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return errors.New(text) }}))
+	require.NoError(t, e.add(Job{Series: series(t, "lease", "PT1M"), From: start, To: start.Add(time.Minute), Policy: retry, Mode: ModeLease,
+		LeaseHandler: func(context.Context, *acquire.Lease) error { return errors.New(text) }}))
+	_, err := e.drain(context.Background())
+	require.ErrorIs(t, err, ErrIncomplete, "the failed slots are left")
+	require.Equal(t, map[acquire.Outcome]int{acquire.Failed: 1}, rec.outcomes("locked"))
+	require.Equal(t, map[acquire.Outcome]int{acquire.Failed: 1}, rec.outcomes("lease"))
+	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE fail_count = 1 AND message LIKE $1 AND octet_length(message) <= 4096`,
+		"nul \uFFFD bad \uFFFD yyy%"))
 }

@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -21,11 +21,11 @@ func TestWakeRewindsTheQueue(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.New(t)
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := New(db.Pool, Options{Schema: db.Schema})
-	require.NoError(t, s.Add(Job{Series: series(t, "rewind", "PT1M"), Start: from, End: from.Add(40 * time.Minute), Mode: Lease,
+	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+	require.NoError(t, e.add(Job{Series: series(t, "rewind", "PT1M"), From: from, To: from.Add(40 * time.Minute), Mode: ModeLease,
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
-	require.NoError(t, s.prepare(ctx))
-	j := s.jobs[0]
+	require.NoError(t, e.prepare(ctx))
+	j := e.jobs[0]
 	_, err := db.Pool.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end)
 		SELECT 'rewind', 'PT1M', s, s + interval '1 minute' FROM generate_series($1::timestamptz, $2, interval '1 minute') AS s`, db.Schema),
 		from, from.Add(39*time.Minute))
@@ -45,7 +45,7 @@ func TestWakeRewindsTheQueue(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE' WHERE slot_start = $1`, db.Schema), from)
 	require.NoError(t, err)
 
-	s.wake(j)
+	e.wake(j)
 	got := claim(1)
 	require.True(t, got[0].Start.Equal(from), "the re-opened slot first, got %s", got[0].Start)
 }

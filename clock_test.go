@@ -1,4 +1,4 @@
-package scheduler
+package almanac
 
 import (
 	"context"
@@ -86,12 +86,12 @@ func waitForDB(t *testing.T, db *pgtest.DB, at time.Time) {
 	}
 }
 
-// runScheduler runs s in the background until the returned stop is called.
-func runScheduler(t *testing.T, s *Scheduler) (stop func()) {
+// runEngine runs e in the background until the returned stop is called.
+func runEngine(t *testing.T, e *engine) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- e.serve(ctx) }()
 	return func() {
 		cancel()
 		require.NoError(t, <-done)
@@ -111,10 +111,11 @@ func TestDueOnTheDatabaseClock(t *testing.T) {
 			g := series(t, "skewed", "PT1S")
 			first, err := g.Floor(dbNow(t, db))
 			require.NoError(t, err)
-			s := New(db.Pool, Options{Schema: db.Schema, Clock: offsetClock{skew}, PollInterval: time.Hour, SweepInterval: 24 * time.Hour})
-			require.NoError(t, s.Add(Job{Series: g, Lag: lag, Start: first.Start,
+			e := newEngine(db.Pool, Options{Schema: db.Schema, Clock: offsetClock{skew}, PollInterval: time.Hour}, nil)
+			e.sweep = 24 * time.Hour
+			require.NoError(t, e.add(Job{Series: g, Policy: Policy{Lag: lag}, From: first.Start,
 				Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
-			stop := runScheduler(t, s)
+			stop := runEngine(t, e)
 			defer stop()
 
 			// Every slot due by checkpoint runs: nothing is missed.
@@ -142,10 +143,11 @@ func TestTriggerSleepsOnItsClock(t *testing.T) {
 	first, err := g.Floor(dbNow(t, db))
 	require.NoError(t, err)
 	clock := &fakeClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
-	s := New(db.Pool, Options{Schema: db.Schema, Clock: clock, PollInterval: time.Hour, SweepInterval: 24 * time.Hour})
-	require.NoError(t, s.Add(Job{Series: g, Lag: lag, Start: first.Start,
+	e := newEngine(db.Pool, Options{Schema: db.Schema, Clock: clock, PollInterval: time.Hour}, nil)
+	e.sweep = 24 * time.Hour
+	require.NoError(t, e.add(Job{Series: g, Policy: Policy{Lag: lag}, From: first.Start,
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
-	stop := runScheduler(t, s)
+	stop := runEngine(t, e)
 	defer stop()
 
 	// Asleep until the first slot is due: it waits for the clock.

@@ -1,0 +1,318 @@
+package almanac
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac/internal/schedule"
+	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/telemetry"
+)
+
+// Defaults of Options and Job, stated on their fields.
+const (
+	defaultConcurrency     = 10
+	defaultPollInterval    = 5 * time.Second
+	defaultShutdownTimeout = 30 * time.Second
+	defaultBatch           = 100
+)
+
+// sweepInterval is how often each job re-materializes its look-back window
+// and the slots' history is pruned.
+const sweepInterval = 10 * time.Minute
+
+// completionWindow is how long a lease-mode worker's completion waits for
+// others' to be written with them (acquire.Options.CompletionWindow).
+const completionWindow = 5 * time.Millisecond
+
+// engine runs a Client's jobs: it materializes their due slots and works
+// them with a bounded, prioritized pool of workers. Any number of engines,
+// in any number of processes, may run the same jobs: materializing is
+// idempotent and acquisition exclusive, so no leader is elected.
+type engine struct {
+	pool     *pgxpool.Pool
+	opts     Options         // the client's, with its defaults
+	listenTo *pgx.ConnConfig // where to LISTEN; nil: the pool's configuration
+	sweep    time.Duration   // sweepInterval, shorter in tests
+	// onResult, if set, is told every slot outcome, from the worker's
+	// goroutine (Drain counts them).
+	onResult func(*job, acquire.Result)
+	jobs     []*job
+	tel      *telemetry.Instruments
+
+	mu      sync.Mutex
+	running int
+	poke    chan struct{} // wakes the dispatcher; buffered, one pending poke is enough
+	// stop, set by start, stops acquiring, lets running handlers finish
+	// for up to Options.ShutdownTimeout, then cancels their contexts:
+	// locked-mode work rolls back, lease-mode work is released with its
+	// checkpoint, and no slot is lost either way. It returns when the
+	// workers are done, or ctx's error when ctx is done first.
+	stop func(context.Context) error
+}
+
+// job is a Job with its runtime state.
+type job struct {
+	Job
+	queue   *acquire.Queue
+	cov     *coverage.Client
+	trigger trigger
+	start   time.Time // first slot covered
+	// owner, intervalText and the attributes label the job's log lines and
+	// measurements; set once by prepare.
+	owner, intervalText, spanName string
+	attrSet                       attribute.Set
+	// add and record are the options of every measurement, built once:
+	// a variadic call would allocate its slice per slot.
+	add     []metric.AddOption
+	record  []metric.RecordOption
+	covered time.Time // end of what is materialized as far as this process knows
+	// guarded by engine.mu
+	hasWork bool
+	// wakes counts wake-ups, so a worker that found nothing clears hasWork
+	// only if no wake-up arrived while it looked.
+	wakes   uint64
+	running int
+	limit   int
+}
+
+// newEngine returns an engine that works on pool with the client's options,
+// listening on listen (nil: the pool's configuration).
+func newEngine(pool *pgxpool.Pool, opts Options, listen *pgx.ConnConfig) *engine {
+	opts = opts.withDefaults()
+	return &engine{pool: pool, opts: opts, listenTo: listen, sweep: sweepInterval, poke: make(chan struct{}, 1),
+		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}
+}
+
+// add adds a job, before the engine starts.
+func (e *engine) add(j Job) error {
+	if err := j.validate(); err != nil {
+		return err
+	}
+	for _, other := range e.jobs {
+		if other.key() == j.key() {
+			return fmt.Errorf("scheduler: two jobs for %s %s", j.Series.Name(), j.Series.Interval())
+		}
+	}
+	if j.Batch <= 0 {
+		j.Batch = defaultBatch
+	}
+	if j.LookBack <= 0 {
+		iv := j.Series.Interval()
+		mean := iv.Clock() + time.Duration(iv.Days())*24*time.Hour + time.Duration(iv.Months())*730*time.Hour
+		j.LookBack = max(24*time.Hour, 10*mean)
+	}
+	jb := &job{Job: j, limit: e.opts.Concurrency}
+	if j.Concurrency > 0 {
+		jb.limit = min(j.Concurrency, e.opts.Concurrency)
+	}
+	jb.trigger = trigger{grid: j.Series, lag: j.Lag}
+	if j.Schedule != "" {
+		jb.trigger.schedule, _ = schedule.Parse(j.Schedule) // validated above
+	}
+	e.jobs = append(e.jobs, jb)
+	return nil
+}
+
+// prepare registers each job's series and opens its queue and coverage
+// client. Transient faults (a lost connection, a restarting server) are
+// retried until ctx ends; anything else (a series registered with another
+// grid, a schema not migrated) is returned at once.
+func (e *engine) prepare(ctx context.Context) error {
+	if len(e.jobs) == 0 {
+		return ErrNoJobs
+	}
+	for _, j := range e.jobs {
+		if _, _, err := seriesdb.Add(ctx, e.pool, e.opts.Schema, j.Series); err != nil {
+			return fmt.Errorf("scheduler: register %s: %w", j.Series, err)
+		}
+		// From and To bound what the job acquires, not only what it
+		// materializes: older open slots are not its work.
+		qopts := acquire.Options{Schema: e.opts.Schema, From: j.From, To: j.To, Policy: j.Policy, Logger: e.opts.Logger}
+		if j.Mode == ModeLease {
+			// Lease workers hold one lease each: their completions are
+			// written together.
+			qopts.CompletionWindow = completionWindow
+		}
+		var err error
+		if j.queue, err = acquire.New(ctx, e.pool, j.Series, qopts); err != nil {
+			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
+		}
+		j.seriesAttrs(j.queue.Owner().String())
+		if j.cov, err = coverage.New(ctx, e.pool, j.Series, coverage.Options{Schema: e.opts.Schema}); err != nil {
+			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
+		}
+		if j.start, err = e.firstSlot(ctx, j); err != nil {
+			return err
+		}
+		j.hasWork = true
+	}
+	e.logStarted(ctx)
+	return nil
+}
+
+// firstSlot decides where a job's coverage starts.
+func (e *engine) firstSlot(ctx context.Context, j *job) (time.Time, error) {
+	if !j.From.IsZero() {
+		sl, err := j.Series.Floor(j.From)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("scheduler: %s start: %w", j.Series.Name(), err)
+		}
+		if sl.Start.Before(j.From) {
+			return sl.End, nil // the first slot that starts at or after Start
+		}
+		return sl.Start, nil
+	}
+	from, _, ok, err := j.cov.Extent(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("scheduler: %s: %w", j.Series.Name(), err)
+	}
+	if ok {
+		return from, nil
+	}
+	now, err := e.dbNow(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	due, err := dueTo(j.Series, j.Lag, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	last, err := j.Series.Floor(due.Add(-time.Microsecond))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return last.Start, nil
+}
+
+// dbNow reads the database clock, which decides what is due: hosts' clocks
+// are allowed to be wrong. Transient faults are retried until ctx ends.
+func (e *engine) dbNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		return e.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	})
+	return now, err
+}
+
+// materialize makes the due slots of [from, dueTo) exist, applying the
+// job's catch-up policy to the missing ones, and wakes the job's workers if
+// it wrote anything. Due means due on the database clock, at now.
+func (e *engine) materialize(ctx context.Context, j *job, from, now time.Time) error {
+	to, err := dueTo(j.Series, j.Lag, now)
+	if err != nil {
+		return err
+	}
+	from = maxTime(from, j.start)
+	if !j.To.IsZero() && j.To.Before(to) {
+		to = j.To
+	}
+	if !from.Before(to) {
+		return nil
+	}
+	skipBefore, err := catchUpPlan(j.CatchUp, j.Series, from, to)
+	if err != nil {
+		return err
+	}
+	if from.Before(skipBefore) {
+		res, err := j.cov.Materialize(ctx, from, skipBefore, coverage.MaterializeOptions{SkipReason: catchUpReason})
+		if err != nil {
+			return fmt.Errorf("scheduler: %s: catch-up: %w", j.Series.Name(), err)
+		}
+		if res.Inserted > 0 {
+			e.tel.Skipped.Add(ctx, res.Inserted, j.add...)
+			e.opts.Logger.Info("almanac: skipped missed slots", "series", j.Series.Name(), "interval", j.Series.Interval().String(),
+				"slots", res.Inserted, "policy", j.CatchUp.String())
+		}
+	}
+	res, err := j.cov.Materialize(ctx, maxTime(from, skipBefore), to, coverage.MaterializeOptions{})
+	if err != nil {
+		return fmt.Errorf("scheduler: %s: materialize: %w", j.Series.Name(), err)
+	}
+	e.mu.Lock()
+	if to.After(j.covered) {
+		j.covered = to
+	}
+	e.mu.Unlock()
+	if res.Inserted > 0 {
+		e.wake(j)
+	}
+	return nil
+}
+
+// wake marks j as having work and pokes the dispatcher. The work may be
+// slots behind where the job's queue searches from (a re-open, a retry),
+// so its next search starts at the beginning of its range.
+func (e *engine) wake(j *job) {
+	e.mu.Lock()
+	j.hasWork = true
+	j.wakes++
+	e.mu.Unlock()
+	rewind(j)
+	e.pokeDispatcher()
+}
+
+func (e *engine) wakeAll() {
+	e.mu.Lock()
+	for _, j := range e.jobs {
+		j.hasWork = true
+		j.wakes++
+		rewind(j)
+	}
+	e.mu.Unlock()
+	e.pokeDispatcher()
+}
+
+func rewind(j *job) {
+	if j.queue != nil { // nil until prepare opened it
+		j.queue.Rewind()
+	}
+}
+
+func (e *engine) pokeDispatcher() {
+	select {
+	case e.poke <- struct{}{}:
+	default:
+	}
+}
+
+// pick chooses the job the next free worker goes to: among jobs with work
+// and below their limit, the highest priority, then the fewest running
+// workers, then the order of Add. Called with e.mu held.
+func (e *engine) pick() *job {
+	if e.running >= e.opts.Concurrency {
+		return nil
+	}
+	var best *job
+	for _, j := range e.jobs {
+		if !j.hasWork || j.running >= j.limit {
+			continue
+		}
+		if best == nil || j.Priority > best.Priority || j.Priority == best.Priority && j.running < best.running {
+			best = j
+		}
+	}
+	return best
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// logArgs returns the log attributes of a job, followed by extra.
+func (j *job) logArgs(extra ...any) []any {
+	return append([]any{"series", j.Series.Name(), "interval", j.Series.Interval().String()}, extra...)
+}
