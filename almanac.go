@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/retry"
@@ -112,7 +111,7 @@ type Client struct {
 	mu      sync.Mutex
 	jobs    []Job
 	running *engine // between Start and Stop
-	covs    map[string]*coverage.Client
+	covs    map[string]seriesCoverage
 
 	tel *telemetry.Instruments
 
@@ -132,7 +131,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Client, error) {
 	if err := input.CheckActor(opts.Actor); err != nil {
 		return nil, fmt.Errorf("Options.Actor: %w", err)
 	}
-	c := &Client{pool: pool, opts: opts, covs: map[string]*coverage.Client{},
+	c := &Client{pool: pool, opts: opts, covs: map[string]seriesCoverage{},
 		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}
 	if opts.MeterProvider != nil {
 		if err := c.observeOpen(); err != nil {

@@ -31,8 +31,9 @@ func TestClientLifecycle(t *testing.T) {
 
 	// Checked at Register, not at Start.
 	require.ErrorIs(t, c.Register(almanac.Job{Series: series}), almanac.ErrInvalid, "no handler")
-	require.ErrorIs(t, c.Register(almanac.Job{Series: series, Mode: almanac.ModeLease,
-		Handler: func(context.Context, pgx.Tx, almanac.Slot) error { return nil }}), almanac.ErrInvalid, "lease mode without LeaseHandler")
+	require.ErrorIs(t, c.Register(almanac.Job{Series: series,
+		Handler:      func(context.Context, pgx.Tx, almanac.Slot) error { return nil },
+		LeaseHandler: func(context.Context, *almanac.Lease) error { return nil }}), almanac.ErrInvalid, "a handler for each mode")
 	require.ErrorIs(t, c.Register(almanac.Job{Series: series, Schedule: "0 0 30 2 *",
 		Handler: func(context.Context, pgx.Tx, almanac.Slot) error { return nil }}), almanac.ErrInvalid, "a schedule that never fires")
 
@@ -87,13 +88,13 @@ func TestReopenTx(t *testing.T) {
 	require.NoError(t, c.Start(ctx))
 	defer func() { require.NoError(t, c.Stop(ctx)) }()
 
-	lateData := func(commit bool) almanac.ReopenResult {
+	lateData := func(commit bool) almanac.WriteResult {
 		tx, err := db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = tx.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.reading VALUES ('2026-01-01T01:30:00Z', 7)`, db.Schema))
 		require.NoError(t, err)
-		res, err := c.ReopenTx(ctx, tx, series, from.Add(time.Hour), from.Add(2*time.Hour), almanac.ReopenOptions{Reason: "late reading"})
+		res, err := c.ReopenTx(ctx, tx, series, from.Add(time.Hour), from.Add(2*time.Hour), almanac.WriteOptions{Reason: "late reading"})
 		require.NoError(t, err)
 		// The caller's transaction keeps its own settings.
 		var engine string
@@ -111,13 +112,13 @@ func TestReopenTx(t *testing.T) {
 		return s
 	}
 
-	require.EqualValues(t, 1, lateData(false).Reopened)
+	require.EqualValues(t, 1, lateData(false).Changed)
 	require.Equal(t, "COMPLETE", status(), "rolled back: not re-opened")
 	var readings int
 	require.NoError(t, db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.reading`, db.Schema)).Scan(&readings))
 	require.Zero(t, readings)
 
-	require.EqualValues(t, 1, lateData(true).Reopened)
+	require.EqualValues(t, 1, lateData(true).Changed)
 	select {
 	case s := <-runs:
 		require.True(t, s.Start.Equal(from.Add(time.Hour)))

@@ -19,8 +19,8 @@ import (
 // scheduler re-materializes the job's range on every drain), still counts
 // it as done, and runs exactly the slots a re-open brings back, once.
 func TestCompactedSlotsNeverRunAgain(t *testing.T) {
-	for _, mode := range []almanac.Mode{almanac.ModeLocked, almanac.ModeLockedBatch, almanac.ModeLease} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, mode := range []string{"locked", "batch", "lease"} {
+		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
 			db := pgtest.New(t)
 			c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema, ChunkSize: 7})
@@ -36,22 +36,29 @@ func TestCompactedSlotsNeverRunAgain(t *testing.T) {
 				runs[start.UTC()]++
 				mu.Unlock()
 			}
-			require.NoError(t, c.Register(almanac.Job{Series: s, From: from, To: to, Mode: mode, Batch: 5,
-				Handler: func(_ context.Context, _ pgx.Tx, sl almanac.Slot) error { ran(sl.Start); return nil },
-				LeaseHandler: func(ctx context.Context, l *almanac.Lease) error {
+			job := almanac.Job{Series: s, From: from, To: to,
+				Handler: func(_ context.Context, _ pgx.Tx, sl almanac.Slot) error { ran(sl.Start); return nil }}
+			switch mode {
+			case "batch":
+				job.Batch = 5
+			case "lease":
+				job.Handler = nil
+				job.LeaseHandler = func(ctx context.Context, l *almanac.Lease) error {
 					ran(l.Start)
 					_, _, err := l.Finish(ctx, nil)
 					return err
-				}}))
+				}
+			}
+			require.NoError(t, c.Register(job))
 			summary, err := c.Drain(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 24, summary.Completed)
 
-			res, err := c.Compact(ctx, almanac.CompactOptions{Before: from.Add(12 * time.Hour)})
+			res, err := c.Compact(ctx, from.Add(12*time.Hour), almanac.WriteOptions{})
 			require.NoError(t, err)
-			require.Equal(t, almanac.CompactResult{Compacted: 12, Ranges: 1}, res)
+			require.Equal(t, almanac.WriteResult{Changed: 12, Ranges: 1}, res)
 			// Whatever materializes the range again finds nothing to insert.
-			m, err := c.Materialize(ctx, s, from, to, almanac.MaterializeOptions{})
+			m, err := c.Materialize(ctx, s, from, to, almanac.WriteOptions{})
 			require.NoError(t, err)
 			require.Zero(t, m.Inserted)
 			summary, err = c.Drain(ctx)
@@ -63,14 +70,14 @@ func TestCompactedSlotsNeverRunAgain(t *testing.T) {
 			require.Zero(t, st.Missing)
 
 			// Everything compacted; a re-open brings three back.
-			_, err = c.Compact(ctx, almanac.CompactOptions{Before: to, Series: []almanac.Series{s}})
+			_, err = c.Compact(ctx, to, almanac.WriteOptions{}, s)
 			require.NoError(t, err)
 			var rows int
 			require.NoError(t, db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.slot`, db.Schema)).Scan(&rows))
 			require.Zero(t, rows)
-			ro, err := c.Reopen(ctx, s, from.Add(10*time.Hour), from.Add(13*time.Hour), almanac.ReopenOptions{Reason: "late data"})
+			ro, err := c.Reopen(ctx, s, from.Add(10*time.Hour), from.Add(13*time.Hour), almanac.WriteOptions{Reason: "late data"})
 			require.NoError(t, err)
-			require.EqualValues(t, 3, ro.Reopened)
+			require.EqualValues(t, 3, ro.Changed)
 			summary, err = c.Drain(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 3, summary.Completed)

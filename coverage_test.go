@@ -117,9 +117,9 @@ func TestCoverage(t *testing.T) {
 		// Expired leases are taken over at once (no grace), so that the
 		// stale holder below is overtaken within the test.
 		{Series: series, From: from, To: to, Handler: locked("locked"), Policy: almanac.Policy{TakeoverGrace: -1}},
-		{Series: series, From: from, To: to, Mode: almanac.ModeLockedBatch, Batch: 10, Handler: locked("batch"),
+		{Series: series, From: from, To: to, Batch: 10, Handler: locked("batch"),
 			Policy: almanac.Policy{TakeoverGrace: -1}},
-		{Series: series, From: from, To: to, Mode: almanac.ModeLease, LeaseHandler: leased,
+		{Series: series, From: from, To: to, LeaseHandler: leased,
 			Policy: almanac.Policy{LeaseTTL: 2 * time.Second, TakeoverGrace: -1}},
 	}
 	// instance starts one instance of job i: a Client with 8 workers.
@@ -252,9 +252,9 @@ func TestCoverage(t *testing.T) {
 		return count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' AND slot_start >= $1 AND slot_start < $2`,
 			backfillFrom, backfillTo) > 100
 	}, time.Minute, 10*time.Millisecond)
-	reopened, err := setup.Reopen(ctx, series, backfillFrom, backfillTo, almanac.ReopenOptions{Reason: "late data"})
+	reopened, err := setup.Reopen(ctx, series, backfillFrom, backfillTo, almanac.WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
-	require.Positive(t, reopened.Reopened)
+	require.Positive(t, reopened.Changed)
 
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == slots
@@ -285,8 +285,8 @@ func TestCoverage(t *testing.T) {
 		SELECT slot_start, count(*) AS done FROM {{schema}}.completion GROUP BY 1) c
 		LEFT JOIN (SELECT slot_start, count(*) AS again FROM {{schema}}.reopening GROUP BY 1) r USING (slot_start)
 		WHERE c.done <> 1 + coalesce(r.again, 0)`), "a slot completed more or less often than its generations")
-	require.Equal(t, int(reopened.Reopened), count(`SELECT count(*) FROM {{schema}}.reopening`))
-	require.Equal(t, slots+int(reopened.Reopened), count(`SELECT count(*) FROM {{schema}}.result`))
+	require.Equal(t, int(reopened.Changed), count(`SELECT count(*) FROM {{schema}}.reopening`))
+	require.Equal(t, slots+int(reopened.Changed), count(`SELECT count(*) FROM {{schema}}.result`))
 
 	modes := map[string]int{}
 	rows, err := db.Pool.Query(ctx, sqlschema.Render(`SELECT mode, count(*) FROM {{schema}}.result GROUP BY mode`, db.Schema))
@@ -301,5 +301,5 @@ func TestCoverage(t *testing.T) {
 	require.Positive(t, crashes.Load())
 	require.Positive(t, stale.Load(), "a stale write was attempted and refused")
 	t.Logf("slots %d, re-opened %d, results %v, instance crashes %d, backends killed %d, stale writes refused %d",
-		slots, reopened.Reopened, modes, crashes.Load(), kills.Load(), stale.Load())
+		slots, reopened.Changed, modes, crashes.Load(), kills.Load(), stale.Load())
 }

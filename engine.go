@@ -24,7 +24,6 @@ const (
 	defaultConcurrency     = 10
 	defaultPollInterval    = 5 * time.Second
 	defaultShutdownTimeout = 30 * time.Second
-	defaultBatch           = 100
 )
 
 // sweepInterval is how often each job re-materializes its look-back window
@@ -64,6 +63,7 @@ type engine struct {
 // job is a Job with its runtime state.
 type job struct {
 	Job
+	mode    mode
 	queue   *acquire.Queue
 	cov     *coverage.Client
 	trigger trigger
@@ -104,15 +104,12 @@ func (e *engine) add(j Job) error {
 			return fmt.Errorf("scheduler: two jobs for %s %s", j.Series.Name(), j.Series.Interval())
 		}
 	}
-	if j.Batch <= 0 {
-		j.Batch = defaultBatch
-	}
 	if j.LookBack <= 0 {
 		iv := j.Series.Interval()
 		mean := iv.Clock() + time.Duration(iv.Days())*24*time.Hour + time.Duration(iv.Months())*730*time.Hour
 		j.LookBack = max(24*time.Hour, 10*mean)
 	}
-	jb := &job{Job: j, limit: e.opts.Concurrency}
+	jb := &job{Job: j, mode: j.mode(), limit: e.opts.Concurrency}
 	if j.Concurrency > 0 {
 		jb.limit = min(j.Concurrency, e.opts.Concurrency)
 	}
@@ -139,7 +136,7 @@ func (e *engine) prepare(ctx context.Context) error {
 		// From and To bound what the job acquires, not only what it
 		// materializes: older open slots are not its work.
 		qopts := acquire.Options{Schema: e.opts.Schema, From: j.From, To: j.To, Policy: j.Policy, Logger: e.opts.Logger}
-		if j.Mode == ModeLease {
+		if j.mode == modeLease {
 			// Lease workers hold one lease each: their completions are
 			// written together.
 			qopts.CompletionWindow = completionWindow
@@ -225,7 +222,7 @@ func (e *engine) materialize(ctx context.Context, j *job, from, now time.Time) e
 		return err
 	}
 	if from.Before(skipBefore) {
-		res, err := j.cov.Materialize(ctx, from, skipBefore, coverage.MaterializeOptions{SkipReason: catchUpReason})
+		res, err := j.cov.Materialize(ctx, from, skipBefore, coverage.WriteOptions{Reason: catchUpReason})
 		if err != nil {
 			return fmt.Errorf("scheduler: %s: catch-up: %w", j.Series.Name(), err)
 		}
@@ -235,7 +232,7 @@ func (e *engine) materialize(ctx context.Context, j *job, from, now time.Time) e
 				"slots", res.Inserted, "policy", j.CatchUp.String())
 		}
 	}
-	res, err := j.cov.Materialize(ctx, maxTime(from, skipBefore), to, coverage.MaterializeOptions{})
+	res, err := j.cov.Materialize(ctx, maxTime(from, skipBefore), to, coverage.WriteOptions{})
 	if err != nil {
 		return fmt.Errorf("scheduler: %s: materialize: %w", j.Series.Name(), err)
 	}

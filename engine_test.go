@@ -99,7 +99,7 @@ func TestPrioritiesAndLimits(t *testing.T) {
 	var fastDone, slowDone time.Time
 	e := newEngine(db.Pool, Options{Schema: db.Schema, Concurrency: 2}, nil)
 	require.NoError(t, e.add(Job{
-		Series: series(t, "slow", "PT1M"), From: minutesAgo(20), Mode: ModeLocked,
+		Series: series(t, "slow", "PT1M"), From: minutesAgo(20),
 		Handler: func(ctx context.Context, _ pgx.Tx, _ acquire.Slot) error {
 			time.Sleep(100 * time.Millisecond)
 			mu.Lock()
@@ -109,7 +109,7 @@ func TestPrioritiesAndLimits(t *testing.T) {
 		},
 	}))
 	require.NoError(t, e.add(Job{
-		Series: series(t, "fast", "PT1M"), From: minutesAgo(5), Mode: ModeLocked,
+		Series: series(t, "fast", "PT1M"), From: minutesAgo(5),
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
 			mu.Lock()
 			fastDone = time.Now()
@@ -157,7 +157,7 @@ func TestPerJobLimit(t *testing.T) {
 	running, peak := 0, 0
 	e := newEngine(db.Pool, Options{Schema: db.Schema, Concurrency: 4}, nil)
 	require.NoError(t, e.add(Job{
-		Series: series(t, "payouts", "PT1M"), From: minutesAgo(8), Concurrency: 1, Mode: ModeLockedBatch, Batch: 2,
+		Series: series(t, "payouts", "PT1M"), From: minutesAgo(8), Concurrency: 1, Batch: 2,
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
 			mu.Lock()
 			running++
@@ -230,7 +230,7 @@ func TestWakeOnReopen(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	reopened := time.Now()
-	_, err = cov.Reopen(context.Background(), from, to, coverage.ReopenOptions{Reason: "late data"})
+	_, err = cov.Reopen(context.Background(), from, to, coverage.WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
 	for range 3 {
 		select {
@@ -256,7 +256,7 @@ func TestGracefulShutdown(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	require.NoError(t, e.add(Job{Series: series(t, "leased", "PT1M"), From: minutesAgo(1), Mode: ModeLease,
+	require.NoError(t, e.add(Job{Series: series(t, "leased", "PT1M"), From: minutesAgo(1),
 		LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 			if err := l.Checkpoint(ctx, "halfway"); err != nil {
 				return err
@@ -287,7 +287,7 @@ func TestLeaseOutcomes(t *testing.T) {
 	rec := &recorder{}
 	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
 	e.onResult = rec.add
-	require.NoError(t, e.add(Job{Series: series(t, "lease", "PT1M"), From: minutesAgo(5), Mode: ModeLease,
+	require.NoError(t, e.add(Job{Series: series(t, "lease", "PT1M"), From: minutesAgo(5),
 		To: minutesAgo(0), Policy: Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }},
 		LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 			switch l.Index % 5 {
@@ -331,7 +331,7 @@ echo "done $ALMANAC_NAME"
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
 	e.onResult = rec.add
-	require.NoError(t, e.add(Job{Series: series(t, "cmd", "PT1M"), From: start, To: start.Add(3 * time.Minute), Mode: ModeLease, LeaseHandler: cmd.LeaseHandler(),
+	require.NoError(t, e.add(Job{Series: series(t, "cmd", "PT1M"), From: start, To: start.Add(3 * time.Minute), LeaseHandler: cmd.LeaseHandler(),
 		Policy: Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}}))
 	_, err := e.drain(context.Background())
 	var left *IncompleteError
@@ -359,7 +359,7 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 	e.onResult = rec.add
 	g := series(t, "lost", "PT1M")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(time.Minute), Mode: ModeLease, LeaseHandler: cmd.LeaseHandler(),
+	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(time.Minute), LeaseHandler: cmd.LeaseHandler(),
 		Policy: Policy{LeaseTTL: 300 * time.Millisecond}}))
 	done := make(chan struct{})
 	defer close(done)
@@ -467,9 +467,9 @@ func TestNoLostWakeUps(t *testing.T) {
 		// and finds it COMPLETE, but keeps the lock); re-open then reports
 		// it held, and is simply repeated.
 		require.Eventually(t, func() bool {
-			res, err := cov.Reopen(ctx, start, start.Add(time.Minute), coverage.ReopenOptions{Reason: "again"})
+			res, err := cov.Reopen(ctx, start, start.Add(time.Minute), coverage.WriteOptions{Reason: "again"})
 			require.NoError(t, err)
-			return res.Reopened == 1
+			return res.Changed == 1
 		}, 3*time.Second, time.Millisecond, "round %d", i)
 	}
 }
@@ -484,10 +484,10 @@ func TestStartBoundsAcquisition(t *testing.T) {
 	require.NoError(t, err)
 	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
 	require.NoError(t, err)
-	_, err = cov.Materialize(context.Background(), start.Add(-time.Hour), start, coverage.MaterializeOptions{})
+	_, err = cov.Materialize(context.Background(), start.Add(-time.Hour), start, coverage.WriteOptions{})
 	require.NoError(t, err)
 	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
-	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(3 * time.Minute), Mode: ModeLease,
+	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(3 * time.Minute),
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
 	summary, err := e.drain(context.Background())
 	require.NoError(t, err)
@@ -509,7 +509,7 @@ func TestHandlerErrorIsStorable(t *testing.T) {
 	retry := Policy{Retry: func(int, error) (time.Duration, bool) { return time.Hour, true }}
 	require.NoError(t, e.add(Job{Series: series(t, "locked", "PT1M"), From: start, To: start.Add(time.Minute), Policy: retry,
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return errors.New(text) }}))
-	require.NoError(t, e.add(Job{Series: series(t, "lease", "PT1M"), From: start, To: start.Add(time.Minute), Policy: retry, Mode: ModeLease,
+	require.NoError(t, e.add(Job{Series: series(t, "lease", "PT1M"), From: start, To: start.Add(time.Minute), Policy: retry,
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return errors.New(text) }}))
 	_, err := e.drain(context.Background())
 	require.ErrorIs(t, err, ErrIncomplete, "the failed slots are left")

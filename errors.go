@@ -20,9 +20,6 @@ var (
 	// range, option, schema name, environment entry). The message names
 	// the value and what was expected.
 	ErrInvalid = slot.ErrInvalid
-	// ErrTooManySlots: a range holds more slots than the caller allowed
-	// (also matches ErrInvalid).
-	ErrTooManySlots = slot.ErrTooManySlots
 	// ErrNotMigrated: the schema lacks migrations; run Client.Migrate.
 	ErrNotMigrated = migrations.ErrNotMigrated
 	// ErrUnknownSeries: the series is not registered.

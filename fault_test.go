@@ -143,8 +143,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 		series, err := client.Series(ctx, "work", "PT1M", almanac.SeriesOptions{})
 		require.NoError(t, err, "round %d: Series", round)
 		insert := sqlschema.Render(`INSERT INTO {{schema}}.effect VALUES ($1, $2)`, schema)
-		modes := []almanac.Mode{almanac.ModeLocked, almanac.ModeLockedBatch, almanac.ModeLease}
-		job := almanac.Job{Series: series, From: from, To: to, Mode: modes[round%len(modes)], Batch: 5,
+		job := almanac.Job{Series: series, From: from, To: to,
 			Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 				_, err := tx.Exec(ctx, insert, s.Start, s.Fence)
 				return err
@@ -160,6 +159,14 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 			},
 			Policy: almanac.Policy{LeaseTTL: 2 * time.Second},
 		}
+		switch round % 3 { // locked, batched locked, lease mode
+		case 0:
+			job.LeaseHandler = nil
+		case 1:
+			job.LeaseHandler, job.Batch = nil, 5
+		case 2:
+			job.Handler = nil
+		}
 		require.NoError(t, client.Register(job))
 		require.NoError(t, client.Start(ctx), "round %d: Start", round)
 		require.Eventually(t, func() bool {
@@ -167,7 +174,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 		}, 2*time.Minute, 20*time.Millisecond, "round %d: the started workers complete every slot", round)
 		require.NoError(t, client.Stop(ctx), "round %d: Stop", round)
 
-		reopened, err := client.Reopen(ctx, series, from.Add(10*time.Minute), from.Add(20*time.Minute), almanac.ReopenOptions{Reason: "late data"})
+		reopened, err := client.Reopen(ctx, series, from.Add(10*time.Minute), from.Add(20*time.Minute), almanac.WriteOptions{Reason: "late data"})
 		require.NoError(t, err, "round %d: Reopen", round)
 		require.Empty(t, reopened.Held, "round %d: nothing is held once the workers stopped", round)
 		drainer, err := almanac.New(pool, almanac.Options{Schema: schema, Concurrency: 4, PollInterval: 200 * time.Millisecond})
@@ -185,7 +192,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 
 		// Exactly one effect per slot per generation, each committed with
 		// the completion that carries its fence.
-		require.Equal(t, slots+int(reopened.Reopened), count(`SELECT count(*) FROM {{schema}}.effect`), "round %d", round)
+		require.Equal(t, slots+int(reopened.Changed), count(`SELECT count(*) FROM {{schema}}.effect`), "round %d", round)
 		require.Zero(t, count(`SELECT count(*) FROM (SELECT e.slot_start, count(*) AS n, max(coalesce(r.n, 0)) AS again
 			FROM {{schema}}.effect e LEFT JOIN (SELECT slot_start, count(*) AS n FROM {{schema}}.reopening GROUP BY 1) r USING (slot_start)
 			GROUP BY e.slot_start) x WHERE n <> 1 + again`), "round %d: a slot worked more or less than once per generation", round)

@@ -48,9 +48,9 @@ func TestClientRefusesBadInputBeforeSQL(t *testing.T) {
 
 	counter.n.Store(0)
 	for _, bad := range []string{"bad\xff", "nul\x00", strings.Repeat("r", input.MaxReasonLen+1), "\u202eevil"} {
-		_, err := c.Reopen(ctx, s, from, to, almanac.ReopenOptions{Reason: bad})
+		_, err := c.Reopen(ctx, s, from, to, almanac.WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, almanac.ErrInvalid, "%q", bad)
-		_, err = c.SkipRange(ctx, s, from, to, almanac.SkipOptions{Reason: bad})
+		_, err = c.Skip(ctx, s, from, to, almanac.WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, almanac.ErrInvalid, "%q", bad)
 	}
 	for _, bad := range []string{"report\u200b", "\u202etroper", "a\u2028b"} {

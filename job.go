@@ -12,7 +12,8 @@ import (
 
 // Job is a series, a handler, a trigger and the policies for its slots.
 // Only Series and a handler are required; every other field has a default,
-// stated with it.
+// stated with it. The handler says how the job holds its slots: a Handler
+// in locked mode, a LeaseHandler in lease mode.
 //
 //	client.Register(almanac.Job{
 //		Series:  series,
@@ -23,12 +24,15 @@ type Job struct {
 	// Series is the grid of slots the job covers (from Client.Series); it
 	// is registered when the client starts, if it is not yet.
 	Series Series
-	// Mode is how slots are held: ModeLocked (the default), ModeLockedBatch
-	// or ModeLease.
-	Mode Mode
-	// Handler runs the slots of ModeLocked and ModeLockedBatch jobs.
+	// Handler does the work of each slot in locked mode: the slot is held
+	// by an open transaction, and what the handler writes there commits
+	// with the slot's outcome. For work of seconds to minutes (see
+	// Policy.MaxWork).
 	Handler Handler
-	// LeaseHandler runs the slots of ModeLease jobs.
+	// LeaseHandler does the work of each slot in lease mode instead: the
+	// slot is claimed with a committed lease that a heartbeat renews, for
+	// long work, work that must not hold a connection, and poolers in
+	// transaction mode. A job has a Handler or a LeaseHandler, not both.
 	LeaseHandler LeaseHandler
 
 	// Schedule is a cron spec (five fields, @hourly, @every 5m, with an
@@ -50,8 +54,11 @@ type Job struct {
 	// noticed. Default the larger of 24 hours and 10 intervals.
 	LookBack time.Duration
 
-	// Batch is the number of slots a ModeLockedBatch transaction takes.
-	// Default 100.
+	// Batch, above 1, makes a locked-mode job lock up to Batch slots per
+	// transaction, each handler in a savepoint, and record their outcomes
+	// with one statement: the throughput path for short handlers (100 is
+	// a good size). Default 1: one slot per transaction. Lease-mode jobs
+	// ignore it.
 	Batch int
 	// Concurrency caps this job's workers. Default: Options.Concurrency.
 	Concurrency int
@@ -77,56 +84,50 @@ type Job struct {
 // configure a custom claim loop.
 type Policy = acquire.Policy
 
-// Mode is how a job holds its slots.
-type Mode int
+// mode is how a job holds its slots, as its handler says.
+type mode int
 
-// The modes of a job.
 const (
-	// ModeLocked holds each slot in an open transaction, one slot per
-	// transaction; the handler's writes commit with COMPLETE. The default,
-	// for work of seconds to minutes.
-	ModeLocked Mode = iota
-	// ModeLockedBatch locks up to Job.Batch slots per transaction, each
-	// handler in a savepoint: the throughput path for short handlers.
-	ModeLockedBatch
-	// ModeLease claims each slot with a committed, heart-beaten lease: for
-	// long work, work that must not hold a connection, and poolers in
-	// transaction mode.
-	ModeLease
+	modeLocked mode = iota // a Handler, one slot per transaction
+	modeBatch              // a Handler and a Batch above 1
+	modeLease              // a LeaseHandler
 )
 
-// String returns "locked", "batch" or "lease".
-func (m Mode) String() string {
+// String names the mode in the log.
+func (m mode) String() string {
 	switch m {
-	case ModeLocked:
-		return "locked"
-	case ModeLockedBatch:
+	case modeBatch:
 		return "batch"
-	case ModeLease:
+	case modeLease:
 		return "lease"
 	}
-	return fmt.Sprintf("Mode(%d)", int(m))
+	return "locked"
+}
+
+// mode returns the job's mode.
+func (j *Job) mode() mode {
+	switch {
+	case j.LeaseHandler != nil:
+		return modeLease
+	case j.Batch > 1:
+		return modeBatch
+	}
+	return modeLocked
 }
 
 // validate reports what is wrong with the job before it is registered: no
-// series, no handler for its mode, a negative lag, a cron spec that is
-// malformed or never fires. Errors wrap ErrInvalid.
+// series, no handler or two, a negative lag, a cron spec that is malformed
+// or never fires. Errors wrap ErrInvalid.
 func (j *Job) validate() error {
 	var errs []error
 	if j.Series.Interval().IsZero() {
 		errs = append(errs, errors.New("job has no series"))
 	}
-	switch j.Mode {
-	case ModeLocked, ModeLockedBatch:
-		if j.Handler == nil {
-			errs = append(errs, fmt.Errorf("%s mode needs Handler", j.Mode))
-		}
-	case ModeLease:
-		if j.LeaseHandler == nil {
-			errs = append(errs, errors.New("lease mode needs LeaseHandler"))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("unknown mode %d", j.Mode))
+	switch {
+	case j.Handler == nil && j.LeaseHandler == nil:
+		errs = append(errs, errors.New("job has no Handler (locked mode) or LeaseHandler (lease mode)"))
+	case j.Handler != nil && j.LeaseHandler != nil:
+		errs = append(errs, errors.New("job has both a Handler and a LeaseHandler; give the one of its mode"))
 	}
 	if j.Lag < 0 {
 		errs = append(errs, fmt.Errorf("negative lag %s", j.Lag))

@@ -43,16 +43,6 @@ func (c *Client) MigrateDown(ctx context.Context, to int) ([]int, error) {
 	return migrations.Down(ctx, c.pool, c.opts.Schema, to)
 }
 
-// MigrateDownPlan returns the SQL MigrateDown(ctx, to) would run, and runs
-// nothing.
-func (c *Client) MigrateDownPlan(ctx context.Context, to int) (string, error) {
-	ctx = c.call(ctx)
-	if err := c.checkPool(ctx); err != nil {
-		return "", err
-	}
-	return migrations.DownPlan(ctx, c.pool, c.opts.Schema, to)
-}
-
 // Migrations returns every migration with when it was applied to the
 // schema.
 func (c *Client) Migrations(ctx context.Context) ([]Migration, error) {

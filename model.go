@@ -88,7 +88,7 @@ func Exponential(base, limit time.Duration, jitter float64) RetryPolicy {
 var DefaultRetry = acquire.DefaultRetry
 
 // Command runs a program once per slot: the handler of the sidecar
-// (`almanac run`), for a ModeLease job. Call Check before registering the
+// (`almanac run`), for a lease-mode job. Call Check before registering the
 // job, so that a program that cannot start is refused before a slot is
 // claimed; use its LeaseHandler as Job.LeaseHandler. Its fields, the
 // program's environment and what dies when are documented at

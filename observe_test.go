@@ -98,12 +98,12 @@ func TestObservability(t *testing.T) {
 	_, err = c.Drain(ctx)
 	require.ErrorIs(t, err, almanac.ErrIncomplete, "two slots are parked")
 
-	reopened, err := c.Reopen(ctx, series, slot(3), slot(6), almanac.ReopenOptions{Reason: "late data"})
+	reopened, err := c.Reopen(ctx, series, slot(3), slot(6), almanac.WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
-	require.EqualValues(t, 3, reopened.Reopened)
-	retried, err := c.Retry(ctx, series, slot(0), slot(1), almanac.RetryOptions{})
+	require.EqualValues(t, 3, reopened.Changed)
+	retried, err := c.Retry(ctx, series, slot(0), slot(1), almanac.WriteOptions{})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, retried.Retried)
+	require.EqualValues(t, 1, retried.Changed)
 
 	// Logs.
 	require.NotContains(t, logs.text.String(), secret)

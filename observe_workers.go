@@ -27,7 +27,7 @@ import (
 // owner their leases carry.
 func (e *engine) logStarted(ctx context.Context) {
 	for _, j := range e.jobs {
-		e.opts.Logger.InfoContext(ctx, "almanac: worker started", j.logArgs("owner", j.owner, "mode", j.Mode.String(),
+		e.opts.Logger.InfoContext(ctx, "almanac: worker started", j.logArgs("owner", j.owner, "mode", j.mode.String(),
 			"concurrency", j.limit)...)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
 )
 
@@ -15,50 +16,53 @@ import (
 // half-open range [from, to), retries transient faults within
 // Options.RetryBudget, and records what it changes in the slots' history
 // as done by Options.Actor. The Tx variants work inside the caller's
-// transaction instead (see MaterializeTx).
+// transaction instead (see MaterializeTx). The types they return are
+// defined in package coverage, which runs the same operations on a single
+// connection or inside a tool, and are named here with the same names.
 
-// Gap is a maximal run of missing slots.
+// Gap is a maximal run of missing slots: every slot starting in
+// [Start, End) has no row. Its fields are documented at coverage.Gap.
 type Gap = coverage.Gap
 
-// Status summarizes a range: slots by state, missing ones, share finished,
-// oldest open slot, last completion, last note.
+// Status summarizes a range: its slots by state (the embedded Counts), the
+// missing ones (Missing, in Gaps runs; FirstMissing) and the share finished
+// (Covered). Its fields are documented at coverage.Status.
 type Status = coverage.Status
 
-// Counts are the stored slots of a range by state.
+// Counts are the stored slots of a range by state (Complete, Skip,
+// Available, Backoff, Parked, Acquired, LeaseExpired), the oldest open
+// slot, the last completion and the last note. Its fields are documented at
+// coverage.Counts.
 type Counts = coverage.Counts
 
-// Held is a slot an operation left alone because a worker holds it.
+// Held is a slot an operation left alone because a worker holds it: its
+// bounds, status, and lease (Owner, LeaseUntil) or row lock (Locked). Its
+// fields are documented at coverage.Held.
 type Held = coverage.Held
 
-// ProgressFunc is told, after each chunk of an operation, how many of the
-// range's slots are done and how many it holds.
-type ProgressFunc = coverage.ProgressFunc
+// WriteOptions tune the operations that write a range (Materialize,
+// Reopen, Skip, Retry, Compact) and PruneHistory: Reason (why, stored with
+// the slots), DryRun, Progress, and what Reopen re-opens (States, Parked).
+// Its fields are documented, with their defaults, at coverage.WriteOptions.
+type WriteOptions = coverage.WriteOptions
 
-// Options and results of the writing operations.
-type (
-	MaterializeOptions = coverage.MaterializeOptions
-	MaterializeResult  = coverage.MaterializeResult
-	ReopenOptions      = coverage.ReopenOptions
-	ReopenResult       = coverage.ReopenResult
-	SkipOptions        = coverage.SkipOptions
-	SkipResult         = coverage.SkipResult
-	RetryOptions       = coverage.RetryOptions
-	RetryResult        = coverage.RetryResult
-)
+// WriteResult says what a write over a range did: the slots it changed
+// (Changed, of which Inserted were missing), those it left alone because
+// workers hold them (Held), and the counts particular to each operation.
+// Its fields are documented at coverage.WriteResult.
+type WriteResult = coverage.WriteResult
 
-// History is a slot's record: its current state and its events, oldest
-// first.
+// History is a slot's record: its row as it is now (Current), the
+// compacted run it lies in (Compacted), and its events, oldest first. Its
+// fields are documented at coverage.History.
 type History = coverage.History
 
-// HistoryEvent is one event of a slot's history.
-type HistoryEvent = coverage.Event
-
-// The stored statuses of a slot.
+// The stored statuses of a slot (Held.Status, Counts and History).
 const (
-	StatusAvailable = coverage.StatusAvailable
-	StatusAcquired  = coverage.StatusAcquired
-	StatusComplete  = coverage.StatusComplete
-	StatusSkip      = coverage.StatusSkip
+	StatusAvailable = "AVAILABLE"
+	StatusAcquired  = "ACQUIRED"
+	StatusComplete  = "COMPLETE"
+	StatusSkip      = "SKIP"
 )
 
 // Gaps returns the missing slots of [from, to) as maximal runs, in order.
@@ -77,17 +81,6 @@ func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap,
 		out = append(out, g)
 	}
 	return out, nil
-}
-
-// Counts returns the stored slots of [from, to) by state, without looking
-// for missing ones (see Gaps and Status).
-func (c *Client) Counts(ctx context.Context, s Series, from, to time.Time) (Counts, error) {
-	ctx = c.call(ctx)
-	cov, err := c.coverage(ctx, s)
-	if err != nil {
-		return Counts{}, err
-	}
-	return cov.Counts(ctx, from, to)
 }
 
 // Extent returns the range from the series' first stored slot's start to
@@ -114,16 +107,16 @@ func (c *Client) Status(ctx context.Context, s Series, from, to time.Time) (Stat
 }
 
 // Materialize inserts the missing slots of [from, to) as AVAILABLE (or SKIP
-// with opts.SkipReason) and wakes idle workers. It is idempotent and safe
+// with opts.Reason) and wakes idle workers. It is idempotent and safe
 // from any number of processes at once.
-func (c *Client) Materialize(ctx context.Context, s Series, from, to time.Time, opts MaterializeOptions) (MaterializeResult, error) {
-	if err := checkReason(opts.SkipReason); err != nil {
-		return MaterializeResult{}, err
+func (c *Client) Materialize(ctx context.Context, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
+	if err := checkReason(opts.Reason); err != nil {
+		return WriteResult{}, err
 	}
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
-		return MaterializeResult{}, err
+		return WriteResult{}, err
 	}
 	return cov.Materialize(ctx, from, to, opts)
 }
@@ -131,53 +124,53 @@ func (c *Client) Materialize(ctx context.Context, s Series, from, to time.Time, 
 // Reopen makes the COMPLETE and SKIP slots of [from, to) AVAILABLE again
 // (a backfill: late data arrived), with opts.Reason as their message and a
 // new generation, and wakes idle workers. Slots being worked on are left
-// alone and listed in the result.
-func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, opts ReopenOptions) (ReopenResult, error) {
+// alone and listed in the result (WriteResult.Held).
+func (c *Client) Reopen(ctx context.Context, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
 	if err := checkReason(opts.Reason); err != nil {
-		return ReopenResult{}, err
+		return WriteResult{}, err
 	}
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
-		return ReopenResult{}, err
+		return WriteResult{}, err
 	}
 	res, err := cov.Reopen(ctx, from, to, opts)
 	if err == nil && !opts.DryRun {
-		c.noteOp(ctx, opReopened, s, from, to, reasonOr(opts.Reason, coverage.DefaultReopenReason), res.Reopened, false)
+		c.noteOp(ctx, opReopened, s, from, to, reasonOr(opts.Reason, defaults.ReopenReason), res.Changed, false)
 	}
 	return res, err
 }
 
-// SkipRange marks the slots of [from, to) SKIP with opts.Reason (nothing to
-// do for them), creating missing ones as SKIP; finished and held slots are
-// left alone.
-func (c *Client) SkipRange(ctx context.Context, s Series, from, to time.Time, opts SkipOptions) (SkipResult, error) {
+// Skip marks the slots of [from, to) SKIP with opts.Reason (nothing to do
+// for them: a holiday, a known outage), creating missing ones as SKIP so the
+// hole stays visible; finished and held slots are left alone.
+func (c *Client) Skip(ctx context.Context, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
 	if err := checkReason(opts.Reason); err != nil {
-		return SkipResult{}, err
+		return WriteResult{}, err
 	}
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
-		return SkipResult{}, err
+		return WriteResult{}, err
 	}
 	res, err := cov.Skip(ctx, from, to, opts)
 	if err == nil && !opts.DryRun {
-		c.noteOp(ctx, opSkipped, s, from, to, reasonOr(opts.Reason, coverage.DefaultSkipReason), res.Skipped+res.Inserted, false)
+		c.noteOp(ctx, opSkipped, s, from, to, reasonOr(opts.Reason, defaults.SkipReason), res.Changed, false)
 	}
 	return res, err
 }
 
 // Retry makes the slots of [from, to) that wait for a retry, or gave up
 // (parked), acquirable now.
-func (c *Client) Retry(ctx context.Context, s Series, from, to time.Time, opts RetryOptions) (RetryResult, error) {
+func (c *Client) Retry(ctx context.Context, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
-		return RetryResult{}, err
+		return WriteResult{}, err
 	}
 	res, err := cov.Retry(ctx, from, to, opts)
 	if err == nil && !opts.DryRun {
-		c.noteOp(ctx, opRetried, s, from, to, "", res.Retried, false)
+		c.noteOp(ctx, opRetried, s, from, to, "", res.Changed, false)
 	}
 	return res, err
 }
@@ -189,68 +182,68 @@ func (c *Client) Retry(ctx context.Context, s Series, from, to time.Time, opts R
 //
 //	tx, _ := pool.Begin(ctx)
 //	tx.Exec(ctx, `INSERT INTO readings …`)
-//	client.ReopenTx(ctx, tx, series, from, to, almanac.ReopenOptions{Reason: "late readings"})
+//	client.ReopenTx(ctx, tx, series, from, to, almanac.WriteOptions{Reason: "late readings"})
 //	tx.Commit(ctx)
 //
 // Inside tx nothing is retried (a fault loses tx; retry the transaction),
 // each operation runs in a savepoint, so a failed one leaves tx usable, and
 // the locks it takes are held until tx ends: keep such transactions short.
 // The series lookup runs outside tx, once per series and client.
-func (c *Client) MaterializeTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts MaterializeOptions) (MaterializeResult, error) {
-	if err := checkReason(opts.SkipReason); err != nil {
-		return MaterializeResult{}, err
+func (c *Client) MaterializeTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
+	if err := checkReason(opts.Reason); err != nil {
+		return WriteResult{}, err
 	}
 	cov, err := c.coverage(c.call(ctx), s)
 	if err != nil {
-		return MaterializeResult{}, err
+		return WriteResult{}, err
 	}
 	return cov.WithTx(tx).Materialize(ctx, from, to, opts)
 }
 
 // ReopenTx is Reopen inside tx, the caller's transaction (see
 // MaterializeTx).
-func (c *Client) ReopenTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts ReopenOptions) (ReopenResult, error) {
+func (c *Client) ReopenTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
 	if err := checkReason(opts.Reason); err != nil {
-		return ReopenResult{}, err
+		return WriteResult{}, err
 	}
 	cov, err := c.coverage(c.call(ctx), s)
 	if err != nil {
-		return ReopenResult{}, err
+		return WriteResult{}, err
 	}
 	res, err := cov.WithTx(tx).Reopen(ctx, from, to, opts)
 	if err == nil && !opts.DryRun {
-		c.noteOp(ctx, opReopened, s, from, to, reasonOr(opts.Reason, coverage.DefaultReopenReason), res.Reopened, true)
+		c.noteOp(ctx, opReopened, s, from, to, reasonOr(opts.Reason, defaults.ReopenReason), res.Changed, true)
 	}
 	return res, err
 }
 
-// SkipTx is SkipRange inside tx, the caller's transaction (see
+// SkipTx is Skip inside tx, the caller's transaction (see
 // MaterializeTx).
-func (c *Client) SkipTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts SkipOptions) (SkipResult, error) {
+func (c *Client) SkipTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
 	if err := checkReason(opts.Reason); err != nil {
-		return SkipResult{}, err
+		return WriteResult{}, err
 	}
 	cov, err := c.coverage(c.call(ctx), s)
 	if err != nil {
-		return SkipResult{}, err
+		return WriteResult{}, err
 	}
 	res, err := cov.WithTx(tx).Skip(ctx, from, to, opts)
 	if err == nil && !opts.DryRun {
-		c.noteOp(ctx, opSkipped, s, from, to, reasonOr(opts.Reason, coverage.DefaultSkipReason), res.Skipped+res.Inserted, true)
+		c.noteOp(ctx, opSkipped, s, from, to, reasonOr(opts.Reason, defaults.SkipReason), res.Changed, true)
 	}
 	return res, err
 }
 
 // RetryTx is Retry inside tx, the caller's transaction (see
 // MaterializeTx).
-func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts RetryOptions) (RetryResult, error) {
+func (c *Client) RetryTx(ctx context.Context, tx pgx.Tx, s Series, from, to time.Time, opts WriteOptions) (WriteResult, error) {
 	cov, err := c.coverage(c.call(ctx), s)
 	if err != nil {
-		return RetryResult{}, err
+		return WriteResult{}, err
 	}
 	res, err := cov.WithTx(tx).Retry(ctx, from, to, opts)
 	if err == nil && !opts.DryRun {
-		c.noteOp(ctx, opRetried, s, from, to, "", res.Retried, true)
+		c.noteOp(ctx, opRetried, s, from, to, "", res.Changed, true)
 	}
 	return res, err
 }
@@ -267,82 +260,55 @@ func (c *Client) History(ctx context.Context, s Series, t time.Time) (History, e
 	return cov.History(ctx, t)
 }
 
-// PruneOptions tune PruneHistory. The zero value deletes.
-type PruneOptions struct {
-	// DryRun counts what would be deleted, and deletes nothing.
-	DryRun bool
-}
-
 // PruneHistory deletes the history events older than the schema's
 // retention (90 days unless set), in batches, and returns how many it
-// deleted (with opts.DryRun, would delete). Started clients do it every
-// sweep.
-func (c *Client) PruneHistory(ctx context.Context, opts PruneOptions) (int64, error) {
+// deleted (with opts.DryRun, would delete; the other options do not apply).
+// Started clients do it every sweep.
+func (c *Client) PruneHistory(ctx context.Context, opts WriteOptions) (int64, error) {
 	ctx = c.call(ctx)
 	if err := c.checkPool(ctx); err != nil {
 		return 0, err
 	}
-	return coverage.PruneHistory(ctx, c.pool, coverage.PruneOptions{Schema: c.opts.Schema, DryRun: opts.DryRun})
-}
-
-// CompactOptions tune Compact.
-type CompactOptions struct {
-	// Before is the retention boundary: the finished (COMPLETE and SKIP)
-	// slots that end at or before it are compacted. Required.
-	Before time.Time
-	// Series are the series to compact. Default: every registered series.
-	Series []Series
-	// DryRun counts the finished rows that would be compacted, and changes
-	// nothing.
-	DryRun bool
-	// Progress, if set, is called after each chunk of each series.
-	Progress ProgressFunc
-}
-
-// CompactResult says what Compact did.
-type CompactResult struct {
-	// Compacted is the number of slot rows deleted into compacted ranges
-	// (with DryRun, that would be), over all the series.
-	Compacted int64
-	// Ranges is the number of compacted ranges those series have
-	// afterwards (the rows of the slot_compacted table that stand for the
-	// deleted ones; 0 with DryRun).
-	Ranges int64
+	return coverage.PruneHistory(ctx, c.pool, c.opts.Schema, opts)
 }
 
 // Compact bounds the slot table's size: it deletes the rows of finished
-// slots that end at or before opts.Before and records them as compacted
-// ranges, about one row per series and run of one state. Compacted slots
-// stay finished for every reader and writer (Gaps, Status, Materialize: no
-// worker can ever claim one again); a Reopen of any of them brings its row
-// back as a new generation. Their per-slot detail (attempts, data,
-// messages) is lost; their history stays until PruneHistory. Run it on a
-// retention, e.g. daily with Before = now - 90 days (`almanac compact
+// slots (COMPLETE and SKIP) that end at or before before and records them
+// as compacted ranges, about one row per series and run of one state, for
+// the given series, or every registered series when none is given. Compacted
+// slots stay finished for every reader and writer (Gaps, Status,
+// Materialize: no worker can ever claim one again); a Reopen of any of them
+// brings its row back as a new generation. Their per-slot detail (attempts,
+// data, messages) is lost; their history stays until PruneHistory. Run it
+// on a retention, e.g. daily with before = now - 90 days (`almanac compact
 // --older-than 90d`). Series are worked one by one, in transactions of at
 // most Options.ChunkSize slots; on an error the work done so far stays.
-func (c *Client) Compact(ctx context.Context, opts CompactOptions) (CompactResult, error) {
-	if opts.Before.IsZero() {
-		return CompactResult{}, fmt.Errorf("%w: compact needs a retention boundary (CompactOptions.Before)", ErrInvalid)
+// The result sums the series' (Changed: the rows compacted; Ranges: the
+// compacted ranges they have afterwards); opts.DryRun counts the rows that
+// would be compacted, and Progress is called after each chunk of each
+// series. A zero before is an error wrapping ErrInvalid.
+func (c *Client) Compact(ctx context.Context, before time.Time, opts WriteOptions, series ...Series) (WriteResult, error) {
+	if before.IsZero() {
+		return WriteResult{}, fmt.Errorf("%w: compact needs a retention boundary (before)", ErrInvalid)
 	}
 	ctx = c.call(ctx)
-	series := opts.Series
 	if len(series) == 0 {
 		all, err := c.ListSeries(ctx)
 		if err != nil {
-			return CompactResult{}, err
+			return WriteResult{}, err
 		}
 		for _, info := range all {
 			series = append(series, info.Series)
 		}
 	}
-	var res CompactResult
+	var res WriteResult
 	for _, s := range series {
 		cov, err := c.coverage(ctx, s)
 		if err != nil {
 			return res, err
 		}
-		r, err := cov.Compact(ctx, opts.Before, coverage.CompactOptions{DryRun: opts.DryRun, Progress: opts.Progress})
-		res.Compacted += r.Compacted
+		r, err := cov.Compact(ctx, before, opts)
+		res.Changed += r.Changed
 		res.Ranges += r.Ranges
 		if err != nil {
 			return res, fmt.Errorf("compact %s: %w", s, err)
@@ -377,17 +343,24 @@ func (c *Client) coverage(ctx context.Context, s Series) (*coverage.Client, erro
 	}
 	key := s.Name() + "\x00" + s.Interval().String()
 	c.mu.Lock()
-	cov := c.covs[key]
+	cached, ok := c.covs[key]
 	c.mu.Unlock()
-	if cov != nil && cov.Series().Location().String() == s.Location().String() && cov.Series().Origin().Equal(s.Origin()) {
-		return cov, nil
+	if ok && cached.grid.Location().String() == s.Location().String() && cached.grid.Origin().Equal(s.Origin()) {
+		return cached.cov, nil
 	}
 	cov, err := coverage.New(ctx, c.pool, s, coverage.Options{Schema: c.opts.Schema, Actor: c.opts.Actor, ChunkSize: c.opts.ChunkSize})
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.covs[key] = cov
+	c.covs[key] = seriesCoverage{grid: s, cov: cov}
 	c.mu.Unlock()
 	return cov, nil
+}
+
+// seriesCoverage is the coverage client of a series, and the grid it was
+// checked with against the registration.
+type seriesCoverage struct {
+	grid Series
+	cov  *coverage.Client
 }

@@ -101,7 +101,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	to := from.Add(6 * time.Hour)
 	require.NoError(t, c.Register(almanac.Job{Series: locked, From: from, To: to,
 		Handler: func(context.Context, pgx.Tx, almanac.Slot) error { return nil }}))
-	require.NoError(t, c.Register(almanac.Job{Series: leased, From: from, To: to, Mode: almanac.ModeLease,
+	require.NoError(t, c.Register(almanac.Job{Series: leased, From: from, To: to,
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
 	summary, err := c.Drain(ctx)
 	require.NoError(t, err)
@@ -111,15 +111,15 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		status, err := c.Status(ctx, s, from, to)
 		require.NoError(t, err)
 		require.EqualValues(t, 6, status.Complete)
-		res, err := c.Reopen(ctx, s, from, from.Add(2*time.Hour), almanac.ReopenOptions{Reason: "late data"})
+		res, err := c.Reopen(ctx, s, from, from.Add(2*time.Hour), almanac.WriteOptions{Reason: "late data"})
 		require.NoError(t, err)
-		require.EqualValues(t, 2, res.Reopened)
-		skipped, err := c.SkipRange(ctx, s, from, from.Add(time.Hour), almanac.SkipOptions{Reason: "holiday"})
+		require.EqualValues(t, 2, res.Changed)
+		skipped, err := c.Skip(ctx, s, from, from.Add(time.Hour), almanac.WriteOptions{Reason: "holiday"})
 		require.NoError(t, err)
-		require.EqualValues(t, 1, skipped.Skipped)
-		_, err = c.Retry(ctx, s, from, to, almanac.RetryOptions{})
+		require.EqualValues(t, 1, skipped.Changed)
+		_, err = c.Retry(ctx, s, from, to, almanac.WriteOptions{})
 		require.NoError(t, err)
-		m, err := c.Materialize(ctx, s, to, to.Add(2*time.Hour), almanac.MaterializeOptions{})
+		m, err := c.Materialize(ctx, s, to, to.Add(2*time.Hour), almanac.WriteOptions{})
 		require.NoError(t, err)
 		require.EqualValues(t, 2, m.Inserted)
 		gaps, err := c.Gaps(ctx, s, from, to.Add(3*time.Hour))
@@ -131,19 +131,19 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.Equal(t, 2, summary.Completed, "the re-opened slots, done again: %v", summary)
 
 	// Compaction, and a re-open of compacted slots.
-	compacted, err := c.Compact(ctx, almanac.CompactOptions{Before: to})
+	compacted, err := c.Compact(ctx, to, almanac.WriteOptions{})
 	require.NoError(t, err)
-	require.EqualValues(t, 12, compacted.Compacted)
-	res, err := c.Reopen(ctx, locked, from, from.Add(time.Hour), almanac.ReopenOptions{Reason: "late data"})
+	require.EqualValues(t, 12, compacted.Changed)
+	res, err := c.Reopen(ctx, locked, from, from.Add(time.Hour), almanac.WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, res.Reopened)
+	require.EqualValues(t, 1, res.Changed)
 
 	// The series' frontier, which a worker draws from, in a transaction of
 	// its own, while its searches come back full: a draw the role could not
 	// make would go unnoticed (the worker falls back on its own floor).
 	backlog, err := c.Series(ctx, "backlog_report", "PT1M", almanac.SeriesOptions{})
 	require.NoError(t, err)
-	_, err = c.Materialize(ctx, backlog, from, from.Add(300*time.Minute), almanac.MaterializeOptions{})
+	_, err = c.Materialize(ctx, backlog, from, from.Add(300*time.Minute), almanac.WriteOptions{})
 	require.NoError(t, err)
 	q, err := acquire.New(ctx, runtimePool, backlog, acquire.Options{Schema: schema})
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ func (e *engine) pruneHistory(ctx context.Context) {
 			return
 		case <-e.opts.Clock.After(e.sweep):
 		}
-		n, err := coverage.PruneHistory(ctx, e.pool, coverage.PruneOptions{Schema: e.opts.Schema})
+		n, err := coverage.PruneHistory(ctx, e.pool, e.opts.Schema, coverage.WriteOptions{})
 		switch {
 		case err != nil && ctx.Err() == nil:
 			e.opts.Logger.Warn("almanac: pruning the slots' history failed", "error", err)

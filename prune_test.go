@@ -28,7 +28,7 @@ func TestCommandSeesTheGeneration(t *testing.T) {
 		Env: []string{"OUT=" + out}}
 	g := series(t, "gen", "PT1M")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	job := Job{Series: g, From: start, Mode: ModeLease, LeaseHandler: cmd.LeaseHandler(), To: start.Add(time.Minute)}
+	job := Job{Series: g, From: start, LeaseHandler: cmd.LeaseHandler(), To: start.Add(time.Minute)}
 	runOnce := func() {
 		t.Helper()
 		e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
@@ -40,7 +40,7 @@ func TestCommandSeesTheGeneration(t *testing.T) {
 	runOnce()
 	cov, err := coverage.New(context.Background(), db.Pool, g, coverage.Options{Schema: db.Schema})
 	require.NoError(t, err)
-	_, err = cov.Reopen(context.Background(), start, start.Add(time.Minute), coverage.ReopenOptions{Reason: "late data"})
+	_, err = cov.Reopen(context.Background(), start, start.Add(time.Minute), coverage.WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
 	runOnce()
 	got, err := os.ReadFile(out)

@@ -22,7 +22,7 @@ func TestWakeRewindsTheQueue(t *testing.T) {
 	db := pgtest.New(t)
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
-	require.NoError(t, e.add(Job{Series: series(t, "rewind", "PT1M"), From: from, To: from.Add(40 * time.Minute), Mode: ModeLease,
+	require.NoError(t, e.add(Job{Series: series(t, "rewind", "PT1M"), From: from, To: from.Add(40 * time.Minute),
 		LeaseHandler: func(context.Context, *acquire.Lease) error { return nil }}))
 	require.NoError(t, e.prepare(ctx))
 	j := e.jobs[0]

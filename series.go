@@ -36,7 +36,7 @@ type SeriesInfo struct {
 // Errors wrap ErrInvalid for malformed input and ErrSeriesConflict for a
 // series registered with another zone or origin.
 func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesOptions) (Series, error) {
-	grid, err := NewSeries(name, interval, opts)
+	grid, err := newSeries(name, interval, opts)
 	if err != nil {
 		return Series{}, err
 	}
@@ -44,7 +44,8 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 	return info.Series, err
 }
 
-// AddSeries registers the series of grid (from NewSeries) and says whether
+// AddSeries registers the series of grid (from Client.Series, LookupSeries
+// or package slot) and says whether
 // this call registered it: false when it existed already with the same
 // grid, or when the acknowledgment of the registration was lost with its
 // connection and it was found registered. A series registered with another
@@ -61,10 +62,9 @@ func (c *Client) AddSeries(ctx context.Context, grid Series) (SeriesInfo, bool, 
 	return seriesInfo(def), created, err
 }
 
-// NewSeries builds the grid of a series without registering it: name,
-// interval (ISO-8601) and placement, checked like Client.Series does.
-// Errors wrap ErrInvalid.
-func NewSeries(name, interval string, opts SeriesOptions) (Series, error) {
+// newSeries builds the grid of a series without registering it: name,
+// interval (ISO-8601) and placement. Errors wrap ErrInvalid.
+func newSeries(name, interval string, opts SeriesOptions) (Series, error) {
 	if err := input.CheckName(name); err != nil {
 		return Series{}, err
 	}

@@ -109,16 +109,16 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	}
 	daily, err := client.Series(ctx, "st_daily", "P1D", almanac.SeriesOptions{TimeZone: "Europe/Berlin"})
 	require.NoError(t, err)
-	_, err = client.Materialize(ctx, grids[0], from, to, almanac.MaterializeOptions{})
+	_, err = client.Materialize(ctx, grids[0], from, to, almanac.WriteOptions{})
 	require.NoError(t, err)
-	_, err = client.Materialize(ctx, daily, from, from.AddDate(0, 1, 0), almanac.MaterializeOptions{})
+	_, err = client.Materialize(ctx, daily, from, from.AddDate(0, 1, 0), almanac.WriteOptions{})
 	require.NoError(t, err)
 	// Compaction of finished slots, and a re-open that brings them back.
-	_, err = client.SkipRange(ctx, daily, from, from.AddDate(0, 0, 3), almanac.SkipOptions{Reason: "statement test"})
+	_, err = client.Skip(ctx, daily, from, from.AddDate(0, 0, 3), almanac.WriteOptions{Reason: "statement test"})
 	require.NoError(t, err)
-	_, err = client.Compact(ctx, almanac.CompactOptions{Before: from.AddDate(0, 0, 3), Series: []almanac.Series{daily}})
+	_, err = client.Compact(ctx, from.AddDate(0, 0, 3), almanac.WriteOptions{}, daily)
 	require.NoError(t, err)
-	_, err = client.Reopen(ctx, daily, from, from.AddDate(0, 0, 1), almanac.ReopenOptions{Reason: "statement test"})
+	_, err = client.Reopen(ctx, daily, from, from.AddDate(0, 0, 1), almanac.WriteOptions{Reason: "statement test"})
 	require.NoError(t, err)
 
 	// One slot fails and is parked at once, one is skipped by its handler,
@@ -143,9 +143,9 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 		return err
 	}
 	jobs := []almanac.Job{
-		{Series: grids[0], From: from, To: to, Mode: almanac.ModeLocked, Handler: locked, Policy: almanac.Policy{MaxAttempts: 1, DeadMan: time.Second}},
-		{Series: grids[1], From: from, To: to, Mode: almanac.ModeLockedBatch, Batch: 5, Handler: locked, Policy: almanac.Policy{MaxAttempts: 1, DeadMan: time.Second}},
-		{Series: grids[2], From: from, To: to, Mode: almanac.ModeLease, Policy: almanac.Policy{MaxAttempts: 1, LeaseTTL: time.Second},
+		{Series: grids[0], From: from, To: to, Handler: locked, Policy: almanac.Policy{MaxAttempts: 1, DeadMan: time.Second}},
+		{Series: grids[1], From: from, To: to, Batch: 5, Handler: locked, Policy: almanac.Policy{MaxAttempts: 1, DeadMan: time.Second}},
+		{Series: grids[2], From: from, To: to, Policy: almanac.Policy{MaxAttempts: 1, LeaseTTL: time.Second},
 			LeaseHandler: func(ctx context.Context, l *acquire.Lease) error {
 				if err := l.Checkpoint(ctx, map[string]int{"step": 1}); err != nil {
 					return err
@@ -185,13 +185,13 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 		require.NoError(t, err)
 		_, err = client.Heatmap(ctx, g, from, to.Add(time.Hour), 10)
 		require.NoError(t, err)
-		_, err = client.FailedSlots(ctx, g, from, to, 10)
+		_, _, err = client.Failures(ctx, almanac.FailuresOptions{Name: g.Name(), Interval: g.Interval().String(), From: from, To: to, Limit: 10, Latest: true})
 		require.NoError(t, err)
-		_, err = client.Retry(ctx, g, from, to, almanac.RetryOptions{}) // un-parks the failed slot; it fails and parks again
+		_, err = client.Retry(ctx, g, from, to, almanac.WriteOptions{}) // un-parks the failed slot; it fails and parks again
 		require.NoError(t, err)
-		_, err = client.Reopen(ctx, g, from, from.Add(2*time.Minute), almanac.ReopenOptions{Reason: "statement test"})
+		_, err = client.Reopen(ctx, g, from, from.Add(2*time.Minute), almanac.WriteOptions{Reason: "statement test"})
 		require.NoError(t, err)
-		_, err = client.SkipRange(ctx, g, to, to.Add(2*time.Minute), almanac.SkipOptions{Reason: "statement test"})
+		_, err = client.Skip(ctx, g, to, to.Add(2*time.Minute), almanac.WriteOptions{Reason: "statement test"})
 		require.NoError(t, err)
 	}
 	waitDone("re-opened slots")
@@ -200,7 +200,7 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	// An ejection and the lease writes the scheduler does not use.
 	q, err := acquire.New(ctx, pool, grids[2], acquire.Options{Schema: schema, Policy: acquire.Policy{LeaseTTL: time.Minute}})
 	require.NoError(t, err)
-	_, err = client.Reopen(ctx, grids[2], from, from.Add(3*time.Minute), almanac.ReopenOptions{Reason: "statement test"})
+	_, err = client.Reopen(ctx, grids[2], from, from.Add(3*time.Minute), almanac.WriteOptions{Reason: "statement test"})
 	require.NoError(t, err)
 	leases, err := q.Claim(ctx, 2)
 	require.NoError(t, err)

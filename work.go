@@ -127,7 +127,8 @@ func (e *engine) dispatch(ctx, work context.Context, workers *sync.WaitGroup, on
 }
 
 // unit does one unit of work for j and reports whether more may be waiting:
-// a slot in locked mode, a batch in ModeLockedBatch, a lease in ModeLease.
+// a slot in locked mode, a batch in batched locked mode, a lease in lease
+// mode.
 // An error (the database unreachable past the retries inside, an outcome
 // that could not be recorded) is logged and answered with a pause, then
 // more=true: a fault is never taken for the end of the work.
@@ -135,8 +136,8 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 	var err error
 	more := false
 	claimStart := time.Now()
-	switch j.Mode {
-	case ModeLocked:
+	switch j.mode {
+	case modeLocked:
 		var res acquire.Result
 		var ok bool
 		res, ok, err = j.queue.Run(ctx, e.lockedHandler(j, claimStart))
@@ -144,7 +145,7 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 			e.report(j, res)
 		}
 		more = ok
-	case ModeLockedBatch:
+	case modeBatch:
 		var results []acquire.Result
 		results, err = j.queue.RunBatch(ctx, j.Batch, e.lockedHandler(j, claimStart))
 		for _, res := range results {

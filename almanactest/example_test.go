@@ -48,3 +48,27 @@ func Example() {
 	fmt.Println(summary.Completed, "complete,", summary.Skipped, "skipped")
 	// Output: 23 complete, 1 skipped
 }
+
+// A test of one handler on one slot: Work runs it as a worker would and
+// returns what it recorded.
+func ExampleWork() {
+	t := almanactest.ExampleTB() // in a test: t *testing.T
+	schema := almanactest.Schema(t)
+	client := almanactest.Client(t, almanac.Options{Schema: schema})
+	series, err := client.Series(context.Background(), "daily_report", "P1D", almanac.SeriesOptions{TimeZone: "Europe/Berlin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holiday := time.Date(2025, 12, 25, 12, 0, 0, 0, series.Location())
+	job := almanac.Job{Series: series, Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
+		if s.Start.Month() == time.December && s.Start.Day() == 25 {
+			return almanac.Skip("holiday: no report")
+		}
+		return nil
+	}}
+
+	summary := almanactest.Work(t, almanac.Options{Schema: schema}, job, holiday)
+	fmt.Println(summary.Skipped, "skipped")
+	almanactest.RequireStatus(t, client, series, holiday, almanac.StatusSkip)
+	// Output: 1 skipped
+}

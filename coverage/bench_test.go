@@ -50,7 +50,7 @@ func BenchmarkGaps(b *testing.B) {
 	f := newFixture(b, series(b, "bench", "PT5M", "UTC", time.Time{}), Options{})
 	ctx := context.Background()
 	from, to := benchFrom, benchTo()
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(b, err)
 	rng := rand.New(rand.NewPCG(1, 2))
 	holes, missing := 0, 0
@@ -90,7 +90,7 @@ func BenchmarkGaps(b *testing.B) {
 	b.Run("holes-unvacuumed", func(b *testing.B) { run(b, holes, missing) })
 	f.vacuum()
 	b.Run("holes", func(b *testing.B) { run(b, holes, missing) })
-	_, err = f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err = f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(b, err)
 	f.vacuum()
 	b.Run("complete", func(b *testing.B) { run(b, 0, 0) })
@@ -124,7 +124,7 @@ func BenchmarkMaterialize(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+					res, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 					inserted[i], errs[i] = res.Inserted, err
 				}()
 			}
@@ -154,7 +154,7 @@ func BenchmarkReopenWake(b *testing.B) {
 	ctx := context.Background()
 	from := benchFrom
 	to := from.Add(100 * time.Minute)
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(b, err)
 	events := f.listen()
 	var waits []time.Duration
@@ -163,9 +163,9 @@ func BenchmarkReopenWake(b *testing.B) {
 		f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE'`)
 		b.StartTimer()
 		t0 := time.Now()
-		res, err := f.c.Reopen(ctx, from, to, ReopenOptions{Reason: "bench"})
+		res, err := f.c.Reopen(ctx, from, to, WriteOptions{Reason: "bench"})
 		require.NoError(b, err)
-		require.EqualValues(b, 100, res.Reopened)
+		require.EqualValues(b, 100, res.Changed)
 		<-events
 		waits = append(waits, time.Since(t0))
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// DefaultChunkSize is the default of Options.ChunkSize.
-const DefaultChunkSize = 50_000
+// defaultChunkSize is the default of Options.ChunkSize.
+const defaultChunkSize = 50_000
 
 // DB is what a Client needs from the database: a *pgxpool.Pool or a
 // *pgx.Conn. Reads run as single statements; every write runs in
@@ -43,7 +43,7 @@ type Options struct {
 	Schema string
 	// ChunkSize bounds the slots one transaction writes, so a backfill of
 	// millions of slots holds locks and a snapshot for about a second at a
-	// time, not for minutes. Default DefaultChunkSize (50,000).
+	// time, not for minutes. Default 50,000.
 	ChunkSize int
 	// Actor names who works through this client (a person as user@host, a
 	// program), recorded in the history (slot_event.actor) of the slots it
@@ -87,7 +87,7 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 		return nil, err
 	}
 	if opts.ChunkSize <= 0 {
-		opts.ChunkSize = DefaultChunkSize
+		opts.ChunkSize = defaultChunkSize
 	}
 	if err := input.CheckActor(opts.Actor); err != nil {
 		return nil, err
@@ -112,16 +112,13 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 	}, nil
 }
 
-// Series returns the client's series grid.
-func (c *Client) Series() slot.Series { return c.grid }
-
 // checkRange validates [from, to) and returns it with its number of slots.
 // Slots start on whole microseconds, so bounds finer than that are rounded
 // up: the range keeps the same slots, and the database, which stores
 // microseconds, compares them exactly. Errors wrap slot.ErrInvalid.
 func (c *Client) checkRange(from, to time.Time) (time.Time, time.Time, int64, error) {
 	from, to = ceilMicro(from), ceilMicro(to)
-	n, err := c.grid.CheckRange(from, to, 0)
+	n, err := c.grid.Count(from, to)
 	return from, to, n, err
 }
 

@@ -12,24 +12,6 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// CompactOptions tune Compact. The zero value compacts.
-type CompactOptions struct {
-	// DryRun counts the finished rows that would be compacted, and changes
-	// nothing.
-	DryRun bool
-	// Progress, if set, is called after each chunk.
-	Progress ProgressFunc
-}
-
-// CompactResult says what Compact did.
-type CompactResult struct {
-	// Compacted is the number of slot rows deleted into compacted ranges
-	// (with DryRun, the finished rows that would be).
-	Compacted int64
-	// Ranges is the number of compacted ranges the series has afterwards.
-	Ranges int64
-}
-
 // compactSQL deletes the finished rows of [$3, $4) and returns them as
 // maximal runs of adjacent slots of one state. The status test sits in
 // the DELETE, so under READ COMMITTED a row re-opened meanwhile is re-read
@@ -96,18 +78,18 @@ const compactedCountSQL = `SELECT count(*) FROM {{schema}}.slot_compacted WHERE 
 // take; if one fails, the chunks before it stay compacted. Rows whose
 // bounds are not the grid's (written by another tool) are refused: the
 // chunk is rolled back and an error wrapping slot.ErrInvalid names them.
-func (c *Client) Compact(ctx context.Context, before time.Time, opts CompactOptions) (CompactResult, error) {
+func (c *Client) Compact(ctx context.Context, before time.Time, opts WriteOptions) (WriteResult, error) {
 	last, err := c.grid.Floor(ceilMicro(before))
 	if err != nil {
-		return CompactResult{}, err
+		return WriteResult{}, err
 	}
 	var first pgtype.Timestamptz
 	if err := c.inSnapshot(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, c.sql.firstSlot, c.name, c.interval).Scan(&first)
 	}); err != nil {
-		return CompactResult{}, err
+		return WriteResult{}, err
 	}
-	var res CompactResult
+	var res WriteResult
 	if !first.Valid || !first.Time.Before(last.Start) {
 		return res, nil
 	}
@@ -128,7 +110,7 @@ func (c *Client) Compact(ctx context.Context, before time.Time, opts CompactOpti
 			n, err = c.compactChunk(ctx, tx, p)
 			return err
 		})
-		res.Compacted += n
+		res.Changed += n
 		return err
 	})
 	if err != nil || opts.DryRun {

@@ -17,7 +17,7 @@ func TestCompact(t *testing.T) {
 	from := utc("2026-03-28T12:00:00Z")
 	to := from.Add(24 * time.Hour)
 	at := func(i int) time.Time { return from.Add(time.Duration(i) * time.Hour) }
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = clock_timestamp(), generation = 3`)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'SKIP', completed_at = NULL WHERE slot_start >= $1 AND slot_start < $2`, at(4), at(6))
@@ -26,16 +26,16 @@ func TestCompact(t *testing.T) {
 	before, err := f.c.Status(ctx, from, to)
 	require.NoError(t, err)
 
-	dry, err := f.c.Compact(ctx, at(12), CompactOptions{DryRun: true})
+	dry, err := f.c.Compact(ctx, at(12), WriteOptions{DryRun: true})
 	require.NoError(t, err)
-	require.Equal(t, CompactResult{Compacted: 10}, dry)
+	require.Equal(t, WriteResult{Changed: 10}, dry)
 	require.Len(t, f.rows(from, to), 23, "a dry run changes nothing")
 
-	res, err := f.c.Compact(ctx, at(12).Add(-time.Minute), CompactOptions{})
+	res, err := f.c.Compact(ctx, at(12).Add(-time.Minute), WriteOptions{})
 	require.NoError(t, err)
 	// [0,4) COMPLETE, [4,6) SKIP, [6,8) COMPLETE, 9 COMPLETE; 11 ends after
 	// the boundary.
-	require.Equal(t, CompactResult{Compacted: 9, Ranges: 4}, res)
+	require.Equal(t, WriteResult{Changed: 9, Ranges: 4}, res)
 	require.Len(t, f.rows(from, to), 14)
 	after, err := f.c.Status(ctx, from, to)
 	require.NoError(t, err)
@@ -45,9 +45,9 @@ func TestCompact(t *testing.T) {
 	requireSameGaps(t, []Gap{{Start: at(10), End: at(11), Slots: 1}}, f.gaps(from, to))
 
 	// Compacting the rest merges with the ranges before.
-	res, err = f.c.Compact(ctx, to, CompactOptions{})
+	res, err = f.c.Compact(ctx, to, WriteOptions{})
 	require.NoError(t, err)
-	require.Equal(t, CompactResult{Compacted: 13, Ranges: 5}, res) // 8 (open) and 10 (missing) break runs
+	require.Equal(t, WriteResult{Changed: 13, Ranges: 5}, res) // 8 (open) and 10 (missing) break runs
 	require.Len(t, f.rows(from, to), 1)
 	lo, hi, ok, err := f.c.Extent(ctx)
 	require.NoError(t, err)
@@ -55,16 +55,16 @@ func TestCompact(t *testing.T) {
 	require.Equal(t, []time.Time{from, to}, []time.Time{lo.UTC(), hi.UTC()}, "the extent includes compacted slots")
 
 	// A re-open across compacted and stored slots.
-	ro, err := f.c.Reopen(ctx, at(3), at(9), ReopenOptions{Reason: "late data", DryRun: true})
+	ro, err := f.c.Reopen(ctx, at(3), at(9), WriteOptions{Reason: "late data", DryRun: true})
 	require.NoError(t, err)
-	require.EqualValues(t, 3+2, ro.Reopened, "COMPLETE and SKIP by default, not the open one")
-	ro, err = f.c.Reopen(ctx, at(3), at(9), ReopenOptions{Reason: "late data", States: []string{StatusComplete}})
+	require.EqualValues(t, 3+2, ro.Changed, "COMPLETE and SKIP by default, not the open one")
+	ro, err = f.c.Reopen(ctx, at(3), at(9), WriteOptions{Reason: "late data", States: []string{statusComplete}})
 	require.NoError(t, err)
-	require.EqualValues(t, 3, ro.Reopened)
+	require.EqualValues(t, 3, ro.Changed)
 	rows := f.rows(at(3), at(9))
 	require.Len(t, rows, 4)
 	for _, r := range rows {
-		require.Equal(t, StatusAvailable, r.Status)
+		require.Equal(t, statusAvailable, r.Status)
 	}
 	var gen int64
 	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT min(generation) FROM `+f.db.Schema+`.slot WHERE message = 'late data'`).Scan(&gen))
@@ -94,21 +94,21 @@ func TestMaterializeNeverRecreatesCompactedSlots(t *testing.T) {
 	}
 	require.EqualValues(t, 10, stale.len())
 	// Meanwhile: materialized, done, compacted.
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = clock_timestamp()`)
-	res, err := f.c.Compact(ctx, to, CompactOptions{})
+	res, err := f.c.Compact(ctx, to, WriteOptions{})
 	require.NoError(t, err)
-	require.EqualValues(t, 10, res.Compacted)
+	require.EqualValues(t, 10, res.Changed)
 
-	n, err := f.c.insertBatch(ctx, &stale, StatusAvailable, nil, true, 0)
+	n, err := f.c.insertBatch(ctx, &stale, statusAvailable, nil, true, 0)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Empty(t, f.rows(from, to), "no compacted slot is work again")
-	m, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	m, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	require.Zero(t, m.Inserted)
-	sk, err := f.c.Skip(ctx, from, to, SkipOptions{})
+	sk, err := f.c.Skip(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	require.Zero(t, sk.Inserted)
 	require.Empty(t, f.rows(from, to))
@@ -129,7 +129,7 @@ func TestStoredRangesFollowDeletes(t *testing.T) {
 		require.NoError(t, err)
 		return cov
 	}
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []span{{from, to}}, utcSpans(stored()))
 
@@ -148,7 +148,7 @@ func TestStoredRangesFollowDeletes(t *testing.T) {
 
 	// Filling the holes records the whole range again; a TRUNCATE
 	// forgets it.
-	_, err = f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err = f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []span{{from, to}}, utcSpans(stored()))
 	f.exec(`TRUNCATE {{schema}}.slot`)
@@ -176,14 +176,14 @@ func TestConcurrentMaterializersRecordStoredOnce(t *testing.T) {
 		go func() {
 			// Ranges overlapping in several ways, all within [from, to).
 			lo := from.Add(time.Duration(i%3) * 10 * time.Minute)
-			_, err := f.c.Materialize(ctx, lo, to.Add(-time.Duration(i%2)*5*time.Minute), MaterializeOptions{})
+			_, err := f.c.Materialize(ctx, lo, to.Add(-time.Duration(i%2)*5*time.Minute), WriteOptions{})
 			errs <- err
 		}()
 	}
 	for range 8 {
 		require.NoError(t, <-errs)
 	}
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	cov, err := f.c.covered(ctx, f.db.Pool, from, to)
 	require.NoError(t, err)

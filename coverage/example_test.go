@@ -37,7 +37,7 @@ func Example() {
 	}
 	from := time.Date(2026, 3, 1, 0, 0, 0, 0, berlin)
 	to := from.AddDate(0, 1, 0)
-	if _, err := cov.Materialize(ctx, from, from.AddDate(0, 0, 20), coverage.MaterializeOptions{}); err != nil {
+	if _, err := cov.Materialize(ctx, from, from.AddDate(0, 0, 20), coverage.WriteOptions{}); err != nil {
 		panic(err)
 	}
 	for gap, err := range cov.Gaps(ctx, from, to) {
@@ -46,7 +46,7 @@ func Example() {
 		}
 		fmt.Printf("missing: [%s, %s), %d slots\n", slot.FormatTime(gap.Start), slot.FormatTime(gap.End), gap.Slots)
 	}
-	res, err := cov.Materialize(ctx, from, to, coverage.MaterializeOptions{})
+	res, err := cov.Materialize(ctx, from, to, coverage.WriteOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -57,11 +57,11 @@ func Example() {
 	if _, err := pool.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "slot"}.Sanitize()+` SET status = 'COMPLETE'`); err != nil {
 		panic(err)
 	}
-	reopened, err := cov.Reopen(ctx, from.AddDate(0, 0, 9), from.AddDate(0, 0, 12), coverage.ReopenOptions{Reason: "late invoices"})
+	reopened, err := cov.Reopen(ctx, from.AddDate(0, 0, 9), from.AddDate(0, 0, 12), coverage.WriteOptions{Reason: "late invoices"})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("reopened %d days; %d in flight left alone\n", reopened.Reopened, len(reopened.Held))
+	fmt.Printf("reopened %d days; %d in flight left alone\n", reopened.Changed, len(reopened.Held))
 	// Output:
 	// missing: [2026-03-21T00:00:00+01:00, 2026-04-01T00:00:00+02:00), 11 slots
 	// materialized 11 of 31 days

@@ -9,21 +9,19 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/slot"
 )
 
-// Units of a heatmap's buckets, finest first. A bucket of a calendar unit
-// starts at that unit's local start in the series' zone (midnight, the first
-// of the month), so a day that daylight saving time shortens or lengthens is
-// one bucket of 23 or 25 hours.
+// Units of a heatmap's buckets (Heatmap.Unit), finest first.
 const (
-	UnitSlot   = "slot"
-	UnitMinute = "minute"
-	UnitHour   = "hour"
-	UnitDay    = "day"
-	UnitMonth  = "month"
-	UnitYear   = "year"
+	unitSlot   = "slot"
+	unitMinute = "minute"
+	unitHour   = "hour"
+	unitDay    = "day"
+	unitMonth  = "month"
+	unitYear   = "year"
 )
 
 // units are the calendar units with their nominal lengths, finest first.
@@ -31,20 +29,17 @@ var units = []struct {
 	name    string
 	nominal time.Duration
 }{
-	{UnitMinute, time.Minute},
-	{UnitHour, time.Hour},
-	{UnitDay, 24 * time.Hour},
-	{UnitMonth, 31 * 24 * time.Hour},
-	{UnitYear, 366 * 24 * time.Hour},
+	{unitMinute, time.Minute},
+	{unitHour, time.Hour},
+	{unitDay, 24 * time.Hour},
+	{unitMonth, 31 * 24 * time.Hour},
+	{unitYear, 366 * 24 * time.Hour},
 }
 
-// MaxHeatmapBuckets bounds the buckets parameter of Heatmap.
-const MaxHeatmapBuckets = 10_000
-
-// Bucket is one cell of a heatmap: the slots starting in [Start, End) by
+// HeatmapBucket is one cell of a heatmap: the slots starting in [Start, End) by
 // state. Slots = Complete + Skipped + Open + InFlight + Failed + Parked +
 // Missing.
-type Bucket struct {
+type HeatmapBucket struct {
 	// Start and End bound the bucket, in the series' zone.
 	Start, End time.Time
 	// Slots is the number of slots the grid has starting in the bucket.
@@ -70,15 +65,19 @@ type Bucket struct {
 type Heatmap struct {
 	// From and To are the range, in the series' zone.
 	From, To time.Time
-	// Unit is the buckets' unit (UnitSlot, UnitMinute … UnitYear) and Step
-	// how many units one bucket spans (1 but for long ranges in years).
+	// Unit is the buckets' unit, finest first: "slot", "minute", "hour",
+	// "day", "month" or "year"; Step how many units one bucket spans (1 but
+	// for long ranges in years). A bucket of a calendar unit starts at that
+	// unit's local start in the series' zone (midnight, the first of the
+	// month), so a day that daylight saving time shortens or lengthens is
+	// one bucket of 23 or 25 hours.
 	Unit string
 	Step int
 	// Buckets cover [From, To) in order; the first and last are cut to
 	// the range.
-	Buckets []Bucket
+	Buckets []HeatmapBucket
 	// Total sums the buckets; its Start and End are From and To.
-	Total Bucket
+	Total HeatmapBucket
 	// OldestOpen is the start of the first slot not finished (open, in
 	// flight, failed or parked), zero if none; LastCompleted the
 	// completion time of the newest COMPLETE slot by start (or, if later,
@@ -87,7 +86,7 @@ type Heatmap struct {
 }
 
 // Heatmap counts the slots of [from, to) by state in at most buckets
-// buckets (1 to MaxHeatmapBuckets): single slots when the range holds no
+// buckets (1 to 10,000): single slots when the range holds no
 // more than buckets of them, else the finest calendar unit longer than the
 // interval (minute, hour, day, month, year) that fits, in the series' zone.
 // Errors for an invalid range or bucket count wrap slot.ErrInvalid.
@@ -105,8 +104,8 @@ type Heatmap struct {
 // COMPLETE slot by start (or, if later, of the compacted ones), as in
 // Status. Memory is O(gaps + buckets).
 func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (Heatmap, error) {
-	if buckets < 1 || buckets > MaxHeatmapBuckets {
-		return Heatmap{}, input.Kind(fmt.Sprintf("heatmap buckets %d: expected 1 to %d", buckets, MaxHeatmapBuckets))
+	if buckets < 1 || buckets > defaults.MaxHeatmapBuckets {
+		return Heatmap{}, input.Kind(fmt.Sprintf("heatmap buckets %d: expected 1 to %d", buckets, defaults.MaxHeatmapBuckets))
 	}
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {
@@ -137,8 +136,8 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 			return err
 		}
 		for _, s := range cs {
-			if s.status == StatusSkip {
-				c.eachInBuckets(h.Buckets, s.span, func(b *Bucket, k int64) { b.Skipped += k })
+			if s.status == statusSkip {
+				c.eachInBuckets(h.Buckets, s.span, func(b *HeatmapBucket, k int64) { b.Skipped += k })
 			}
 			if s.completedAt != nil && s.completedAt.After(h.LastCompleted) {
 				h.LastCompleted = s.completedAt.In(loc)
@@ -149,7 +148,7 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 	if err != nil {
 		return Heatmap{}, err
 	}
-	h.Total = Bucket{Start: h.From, End: h.To}
+	h.Total = HeatmapBucket{Start: h.From, End: h.To}
 	for i := range h.Buckets {
 		b := &h.Buckets[i]
 		b.Complete = max(0, b.Slots-b.Missing-b.Skipped-b.Open-b.InFlight-b.Failed-b.Parked)
@@ -174,7 +173,7 @@ func (c *Client) heatmapGapsAndRows(ctx context.Context, tx pgx.Tx, h *Heatmap, 
 		return err
 	}
 	for _, g := range gaps {
-		c.eachInBuckets(h.Buckets, span{g.Start, g.End}, func(b *Bucket, k int64) { b.Missing += k })
+		c.eachInBuckets(h.Buckets, span{g.Start, g.End}, func(b *HeatmapBucket, k int64) { b.Missing += k })
 	}
 	starts := make([]time.Time, len(h.Buckets))
 	for i, b := range h.Buckets {
@@ -240,7 +239,7 @@ func (c *Client) heatmapAllRows(ctx context.Context, tx pgx.Tx, h *Heatmap, cs [
 		return err
 	}
 	for _, s := range cs {
-		c.eachInBuckets(h.Buckets, s.span, func(b *Bucket, k int64) { b.Missing -= min(k, b.Missing) })
+		c.eachInBuckets(h.Buckets, s.span, func(b *HeatmapBucket, k int64) { b.Missing -= min(k, b.Missing) })
 	}
 	return nil
 }
@@ -248,9 +247,9 @@ func (c *Client) heatmapAllRows(ctx context.Context, tx pgx.Tx, h *Heatmap, cs [
 // eachInBuckets calls fn with each bucket that s overlaps and the number
 // of grid slots of s that start in it. Buckets tile their range in order;
 // s lies within it.
-func (c *Client) eachInBuckets(buckets []Bucket, s span, fn func(b *Bucket, slots int64)) {
+func (c *Client) eachInBuckets(buckets []HeatmapBucket, s span, fn func(b *HeatmapBucket, slots int64)) {
 	// The first bucket that ends after s starts.
-	i, _ := slices.BinarySearchFunc(buckets, s.lo, func(b Bucket, t time.Time) int {
+	i, _ := slices.BinarySearchFunc(buckets, s.lo, func(b HeatmapBucket, t time.Time) int {
 		if b.End.After(t) {
 			return 1
 		}
@@ -266,24 +265,24 @@ func (c *Client) eachInBuckets(buckets []Bucket, s span, fn func(b *Bucket, slot
 
 // buckets splits [from, to), which holds total slots, into at most max
 // buckets with their grid slot counts.
-func (c *Client) buckets(from, to time.Time, total int64, max int) (string, int, []Bucket) {
-	var out []Bucket
+func (c *Client) buckets(from, to time.Time, total int64, max int) (string, int, []HeatmapBucket) {
+	var out []HeatmapBucket
 	add := func(lo, hi time.Time) {
 		n, _ := c.grid.Count(lo, hi)
-		out = append(out, Bucket{Start: lo, End: hi, Slots: n})
+		out = append(out, HeatmapBucket{Start: lo, End: hi, Slots: n})
 	}
 	if total <= int64(max) {
 		for sl := range c.grid.Slots(from, to) {
 			add(maxTime(sl.Start, from), minTime(sl.End, to))
 		}
-		return UnitSlot, 1, out
+		return unitSlot, 1, out
 	}
 	length := longest(c.grid.Interval())
 	span := to.Sub(from)
 	for _, u := range units {
 		// A unit no longer than the interval would show each slot in a
 		// bucket of its own at best: the slots themselves did not fit.
-		if u.name != UnitYear && (u.nominal <= length || span/u.nominal+2 > time.Duration(max)) {
+		if u.name != unitYear && (u.nominal <= length || span/u.nominal+2 > time.Duration(max)) {
 			continue
 		}
 		// Years always fit: in buckets of several when need be, found by
@@ -303,7 +302,7 @@ func (c *Client) buckets(from, to time.Time, total int64, max int) (string, int,
 	panic("unreachable: year buckets always fit")
 }
 
-// nextUnit returns the start of the unit (step years for UnitYear) after
+// nextUnit returns the start of the unit (step years for unitYear) after
 // the one containing t, in t's zone. Calendar units are found by their
 // local date, so daylight saving time changes their length, not their
 // alignment; minutes and hours are absolute, aligned on local clock
@@ -313,13 +312,13 @@ func nextUnit(unit string, step int, t time.Time) time.Time {
 	loc := t.Location()
 	var next time.Time
 	switch unit {
-	case UnitMinute:
+	case unitMinute:
 		next = t.Truncate(time.Second).Add(time.Duration(60-t.Second()) * time.Second)
-	case UnitHour:
+	case unitHour:
 		next = t.Truncate(time.Second).Add(time.Duration(3600-t.Minute()*60-t.Second()) * time.Second)
-	case UnitDay:
+	case unitDay:
 		next = time.Date(y, m, d+1, 0, 0, 0, 0, loc)
-	case UnitMonth:
+	case unitMonth:
 		next = time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
 	default:
 		next = time.Date((y/step+1)*step, 1, 1, 0, 0, 0, 0, loc)

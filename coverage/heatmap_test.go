@@ -18,7 +18,7 @@ func TestHeatmap(t *testing.T) {
 	berlin := f.grid.Location()
 	day := func(d int) time.Time { return time.Date(2026, 3, d, 0, 0, 0, 0, berlin) }
 	from, to := day(28), day(31) // 24 + 23 (clocks go forward on the 29th) + 24 hours
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	at := func(d, h int) time.Time { return time.Date(2026, 3, d, h, 0, 0, 0, berlin) }
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = $2 WHERE slot_start < $1`, day(29), at(28, 23))
@@ -29,18 +29,18 @@ func TestHeatmap(t *testing.T) {
 	f.exec(`DELETE FROM {{schema}}.slot WHERE slot_start IN ($1, $2, $3)`, at(29, 7), at(29, 8), at(30, 12))
 
 	h := f.heatmap(from, to, 10)
-	require.Equal(t, UnitDay, h.Unit)
+	require.Equal(t, unitDay, h.Unit)
 	require.Len(t, h.Buckets, 3)
-	require.Equal(t, Bucket{Start: day(28), End: day(29), Slots: 24, Complete: 24}, h.Buckets[0])
-	require.Equal(t, Bucket{Start: day(29), End: day(30), Slots: 23, Skipped: 2, Failed: 1, Parked: 1, InFlight: 1, Missing: 2, Open: 16}, h.Buckets[1])
-	require.Equal(t, Bucket{Start: day(30), End: day(31), Slots: 24, Open: 23, Missing: 1}, h.Buckets[2])
-	require.Equal(t, Bucket{Start: from, End: to, Slots: 71, Complete: 24, Skipped: 2, Failed: 1, Parked: 1, InFlight: 1, Missing: 3, Open: 39}, h.Total)
+	require.Equal(t, HeatmapBucket{Start: day(28), End: day(29), Slots: 24, Complete: 24}, h.Buckets[0])
+	require.Equal(t, HeatmapBucket{Start: day(29), End: day(30), Slots: 23, Skipped: 2, Failed: 1, Parked: 1, InFlight: 1, Missing: 2, Open: 16}, h.Buckets[1])
+	require.Equal(t, HeatmapBucket{Start: day(30), End: day(31), Slots: 24, Open: 23, Missing: 1}, h.Buckets[2])
+	require.Equal(t, HeatmapBucket{Start: from, End: to, Slots: 71, Complete: 24, Skipped: 2, Failed: 1, Parked: 1, InFlight: 1, Missing: 3, Open: 39}, h.Total)
 	require.True(t, h.OldestOpen.Equal(at(29, 3)), "oldest open %s", h.OldestOpen)
 	require.True(t, h.LastCompleted.Equal(at(28, 23)), "last completed %s", h.LastCompleted)
 
 	// Hours of the short day: single slots, 02:00 does not exist.
 	h = f.heatmap(day(29), day(30), 100)
-	require.Equal(t, UnitSlot, h.Unit)
+	require.Equal(t, unitSlot, h.Unit)
 	require.Len(t, h.Buckets, 23)
 	require.Equal(t, 3, h.Buckets[2].Start.Hour())
 	require.Equal(t, int64(1), h.Buckets[3].Failed, "04:00 failed")
@@ -50,29 +50,14 @@ func TestHeatmap(t *testing.T) {
 
 	// Months of a long range, cut to the range.
 	h = f.heatmap(day(28), time.Date(2027, 1, 1, 0, 0, 0, 0, berlin), 40)
-	require.Equal(t, UnitMonth, h.Unit)
+	require.Equal(t, unitMonth, h.Unit)
 	require.Len(t, h.Buckets, 10)
 	require.Equal(t, day(28), h.Buckets[0].Start)
 	require.Equal(t, time.Date(2026, 4, 1, 0, 0, 0, 0, berlin), h.Buckets[0].End)
 
-	// A failed slot due for its retry now has no not_before.
-	f.exec(`UPDATE {{schema}}.slot SET fail_count = 2, not_before = NULL, message = 'timeout', updated_at = now() - interval '1 day' WHERE slot_start = $1`, at(30, 1))
-	fs, err := f.c.FailedSlots(ctx, from, to, 10)
-	require.NoError(t, err)
-	require.Len(t, fs, 3)
-	require.Equal(t, "timeout", fs[2].Message)
-	require.False(t, fs[2].Parked)
-	require.True(t, fs[2].NotBefore.IsZero())
-	require.True(t, fs[0].Parked)
-	require.Equal(t, "bad input", fs[0].Message)
-	require.Equal(t, at(29, 5), fs[0].Start)
-	require.Equal(t, "disk full", fs[1].Message)
-
 	_, err = f.c.Heatmap(ctx, from, to, 0)
 	require.ErrorIs(t, err, slot.ErrInvalid)
 	_, err = f.c.Heatmap(ctx, to, from, 10)
-	require.ErrorIs(t, err, slot.ErrInvalid)
-	_, err = f.c.FailedSlots(ctx, from, to, 0)
 	require.ErrorIs(t, err, slot.ErrInvalid)
 }
 
@@ -84,7 +69,7 @@ func TestHeatmapYears(t *testing.T) {
 	for _, max := range []int{1, 2, 3, 7, 40} {
 		h, err := f.c.Heatmap(context.Background(), from, to, max)
 		require.NoError(t, err)
-		require.Equal(t, UnitYear, h.Unit)
+		require.Equal(t, unitYear, h.Unit)
 		require.LessOrEqual(t, len(h.Buckets), max)
 		require.Equal(t, int64(10806), h.Total.Slots)
 		require.Equal(t, h.Total.Slots, h.Total.Missing)
@@ -98,7 +83,7 @@ func TestHeatmapCompacted(t *testing.T) {
 	ctx := context.Background()
 	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
 	at := func(d, h int) time.Time { return time.Date(2026, 1, d, h, 0, 0, 0, time.UTC) }
-	_, err := f.c.Materialize(ctx, day(1), day(4), MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, day(1), day(4), WriteOptions{})
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = $1 WHERE slot_start < $2`, at(3, 23), day(3))
 	f.exec(`UPDATE {{schema}}.slot SET status = 'SKIP', completed_at = NULL WHERE slot_start >= $1 AND slot_start < $2`, at(1, 20), at(2, 2))
@@ -108,23 +93,23 @@ func TestHeatmapCompacted(t *testing.T) {
 
 	// Day 1 and day 2 but its last hours: 20:00 to 02:00 skipped, 05:00
 	// open, 06:00 missing.
-	res, err := f.c.Compact(ctx, at(2, 20), CompactOptions{})
+	res, err := f.c.Compact(ctx, at(2, 20), WriteOptions{})
 	require.NoError(t, err)
-	require.EqualValues(t, 24+20-2, res.Compacted)
+	require.EqualValues(t, 24+20-2, res.Changed)
 	h := f.heatmap(day(1), day(4), 10)
-	require.Equal(t, UnitDay, h.Unit)
+	require.Equal(t, unitDay, h.Unit)
 	require.Equal(t, before.Buckets, h.Buckets, "compaction changes no count")
 	require.Equal(t, before.Total, h.Total)
-	require.Equal(t, Bucket{Start: day(1), End: day(2), Slots: 24, Complete: 20, Skipped: 4}, h.Buckets[0])
-	require.Equal(t, Bucket{Start: day(2), End: day(3), Slots: 24, Complete: 20, Skipped: 2, Open: 1, Missing: 1}, h.Buckets[1])
-	require.Equal(t, Bucket{Start: day(3), End: day(4), Slots: 24, Open: 24}, h.Buckets[2])
+	require.Equal(t, HeatmapBucket{Start: day(1), End: day(2), Slots: 24, Complete: 20, Skipped: 4}, h.Buckets[0])
+	require.Equal(t, HeatmapBucket{Start: day(2), End: day(3), Slots: 24, Complete: 20, Skipped: 2, Open: 1, Missing: 1}, h.Buckets[1])
+	require.Equal(t, HeatmapBucket{Start: day(3), End: day(4), Slots: 24, Open: 24}, h.Buckets[2])
 	require.True(t, h.LastCompleted.Equal(at(3, 23)), "last completed %s", h.LastCompleted)
 	require.True(t, h.OldestOpen.Equal(at(2, 5)), "oldest open %s", h.OldestOpen)
 
 	// Slots, cut within a compacted SKIP run and a COMPLETE one.
 	h = f.heatmap(at(1, 22), at(2, 8), 100)
-	require.Equal(t, UnitSlot, h.Unit)
-	require.Equal(t, Bucket{Start: at(1, 22), End: at(2, 8), Slots: 10, Complete: 4, Skipped: 4, Open: 1, Missing: 1}, h.Total)
+	require.Equal(t, unitSlot, h.Unit)
+	require.Equal(t, HeatmapBucket{Start: at(1, 22), End: at(2, 8), Slots: 10, Complete: 4, Skipped: 4, Open: 1, Missing: 1}, h.Total)
 	require.Equal(t, int64(1), h.Buckets[0].Skipped)
 	require.Equal(t, int64(1), h.Buckets[4].Complete)
 	require.Equal(t, int64(1), h.Buckets[8].Missing)
@@ -134,7 +119,7 @@ func TestHeatmapCompacted(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, hs.Current)
 	require.NotNil(t, hs.Compacted)
-	require.Equal(t, StatusComplete, hs.Compacted.Status)
+	require.Equal(t, statusComplete, hs.Compacted.Status)
 	require.EqualValues(t, 1, hs.Compacted.Generation)
 	require.True(t, hs.Compacted.CompletedAt.Equal(at(3, 23)))
 	hs, err = f.c.History(ctx, at(2, 6))

@@ -16,28 +16,35 @@ import (
 const (
 	// Outcomes of a run, recorded by the worker with the run's owner,
 	// fence, attempt and generation.
-	EventCompleted = "completed"
-	EventFailed    = "failed"
-	EventParked    = "parked" // failed and gave up: AVAILABLE with not_before 'infinity'
-	EventSkipped   = "skipped"
-	EventSnoozed   = "snoozed"
-	EventReleased  = "released" // a lease given back unfinished (shutdown)
+	eventCompleted = "completed"
+	eventFailed    = "failed"
+	eventParked    = "parked" // failed and gave up: AVAILABLE with not_before 'infinity'
+	eventSkipped   = "skipped"
+	eventSnoozed   = "snoozed"
+	eventReleased  = "released" // a lease given back unfinished (shutdown)
 	// A run that lost its slot to another worker: its lease expired and
 	// was taken over, or it was ejected (owner, fence and attempt are the
 	// losing run's; the message names the new holder).
-	EventTakenOver = "taken_over"
-	EventEjected   = "ejected"
+	eventTakenOver = "taken_over"
+	eventEjected   = "ejected"
 	// Changes made by a person or a program, with its actor.
-	EventReopened     = "reopened"
-	EventRetried      = "retried"
-	EventChangedBySQL = "changed_by_sql" // a plain SQL UPDATE made the slot AVAILABLE (not a re-open)
+	eventReopened     = "reopened"
+	eventRetried      = "retried"
+	eventChangedBySQL = "changed_by_sql" // a plain SQL UPDATE made the slot AVAILABLE (not a re-open)
 )
 
-// Event is one entry of a slot's history.
-type Event struct {
+// HistoryEvent is one entry of a slot's history.
+type HistoryEvent struct {
 	// At is when it happened, on the database clock, in the series' zone.
 	At time.Time
-	// Event is its kind: one of the Event* constants.
+	// Event is its kind, as stored in slot_event.event: the outcome of a
+	// run, recorded by the worker ("completed", "failed", "parked" when it
+	// gave up, "skipped", "snoozed", "released" when a lease was given back
+	// unfinished); a run that lost its slot to another worker
+	// ("taken_over" when its lease expired, "ejected"; the message names
+	// the new holder); or a change made by a person or a program, with its
+	// actor ("reopened", "retried", "skipped", and "changed_by_sql" for a
+	// plain SQL UPDATE that made the slot AVAILABLE without re-opening it).
 	Event string
 	// Generation is the slot's generation after the event.
 	Generation int64
@@ -94,14 +101,14 @@ type History struct {
 	Compacted *Compacted
 	// Events are its recorded events, oldest first. Events older than the
 	// schema's history retention have been pruned (see PruneHistory).
-	Events []Event
+	Events []HistoryEvent
 }
 
 // Compacted is what is kept of a compacted slot: the state of its run
 // (compacted slots of one state), the run's highest generation and latest
 // completion.
 type Compacted struct {
-	// Status is StatusComplete or StatusSkip.
+	// Status is statusComplete or statusSkip.
 	Status string
 	// Generation is the highest generation among the run's slots;
 	// CompletedAt the latest completion time among them (zero for SKIP).
@@ -117,7 +124,7 @@ type Compacted struct {
 // including plain SQL; a claim is not recorded (the holder of a lease is
 // on the row), nor is creation (Current.CreatedAt). A completion is kept
 // on the slot's row until a re-open carries it into its own event; it is
-// listed here either way, as an EventCompleted. A compacted slot has lost
+// listed here either way, as a "completed" event. A compacted slot has lost
 // its row, and with it the completion of its last computation (Compacted
 // keeps the run's latest completion time). The events are found through a
 // block-range index on the history (migration 006), which its writers do
@@ -157,7 +164,7 @@ func (c *Client) History(ctx context.Context, t time.Time) (History, error) {
 		if err != nil {
 			return err
 		}
-		var e Event
+		var e HistoryEvent
 		var fence *int64
 		var attempt *int
 		var actor *string

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/internal/wake"
@@ -25,7 +26,7 @@ type briefly struct {
 	Message    string
 }
 
-func brief(events []Event) []briefly {
+func brief(events []HistoryEvent) []briefly {
 	var out []briefly
 	for _, e := range events {
 		out = append(out, briefly{e.Event, e.Generation, e.Actor, e.Message})
@@ -48,38 +49,38 @@ func TestHistoryOfOperations(t *testing.T) {
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
 	at := func(i int) time.Time { return from.Add(time.Duration(i) * time.Minute) }
-	_, err := f.c.Materialize(ctx, from, at(4), MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, at(4), WriteOptions{})
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', attempts = 2, fence = 7, data = '{"n": 1}', completed_at = now() WHERE slot_start = $1`, at(0))
 	f.exec(`UPDATE {{schema}}.slot SET not_before = 'infinity', fail_count = 3, message = 'boom' WHERE slot_start = $1`, at(1))
 
-	_, err = f.c.Reopen(ctx, from, at(4), ReopenOptions{Reason: "late data", DryRun: true})
+	_, err = f.c.Reopen(ctx, from, at(4), WriteOptions{Reason: "late data", DryRun: true})
 	require.NoError(t, err)
-	_, err = f.c.Skip(ctx, at(2), at(3), SkipOptions{Reason: "holiday", DryRun: true})
+	_, err = f.c.Skip(ctx, at(2), at(3), WriteOptions{Reason: "holiday", DryRun: true})
 	require.NoError(t, err)
 	require.Empty(t, f.history(at(0)).Events, "dry runs record nothing")
 
-	_, err = f.c.Reopen(ctx, from, at(4), ReopenOptions{Reason: "late data"})
+	_, err = f.c.Reopen(ctx, from, at(4), WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
-	_, err = f.c.Retry(ctx, from, at(4), RetryOptions{})
+	_, err = f.c.Retry(ctx, from, at(4), WriteOptions{})
 	require.NoError(t, err)
-	_, err = f.c.Skip(ctx, at(2), at(5), SkipOptions{Reason: "holiday"})
+	_, err = f.c.Skip(ctx, at(2), at(5), WriteOptions{Reason: "holiday"})
 	require.NoError(t, err)
 
 	h := f.history(at(0).Add(30 * time.Second))
 	require.Equal(t, "2026-01-01T00:00:00Z/PT1M", h.Slot.String(), "the slot that contains the time")
-	require.Equal(t, []briefly{{EventReopened, 2, "alice@laptop", "late data"}}, brief(h.Events))
+	require.Equal(t, []briefly{{eventReopened, 2, "alice@laptop", "late data"}}, brief(h.Events))
 	require.NotNil(t, h.Current)
-	require.Equal(t, Current{Status: StatusAvailable, Generation: 2, Fence: 7, Message: "late data",
+	require.Equal(t, Current{Status: statusAvailable, Generation: 2, Fence: 7, Message: "late data",
 		CreatedAt: h.Current.CreatedAt, UpdatedAt: h.Current.UpdatedAt}, *h.Current, "attempts, data and completion cleared")
 	require.Equal(t, []briefly{
-		{EventChangedBySQL, 1, f.sqlActor(""), "boom"}, // the fixture's parking, by plain SQL
-		{EventRetried, 1, "alice@laptop", "un-parked: the retry policy starts afresh"},
+		{eventChangedBySQL, 1, f.sqlActor(""), "boom"}, // the fixture's parking, by plain SQL
+		{eventRetried, 1, "alice@laptop", "un-parked: the retry policy starts afresh"},
 	}, brief(f.history(at(1)).Events))
-	require.Equal(t, []briefly{{EventSkipped, 1, "alice@laptop", "holiday"}}, brief(f.history(at(2)).Events))
+	require.Equal(t, []briefly{{eventSkipped, 1, "alice@laptop", "holiday"}}, brief(f.history(at(2)).Events))
 	h = f.history(at(4))
-	require.Equal(t, []briefly{{EventSkipped, 1, "alice@laptop", "holiday"}}, brief(h.Events), "a missing slot inserted as SKIP")
-	require.Equal(t, StatusSkip, h.Current.Status)
+	require.Equal(t, []briefly{{eventSkipped, 1, "alice@laptop", "holiday"}}, brief(h.Events), "a missing slot inserted as SKIP")
+	require.Equal(t, statusSkip, h.Current.Status)
 
 	missing := f.history(at(9))
 	require.Nil(t, missing.Current)
@@ -88,11 +89,11 @@ func TestHistoryOfOperations(t *testing.T) {
 	// Without an actor, the session's role is recorded.
 	anonymous, err := New(ctx, f.db.Pool, f.grid, Options{Schema: f.db.Schema})
 	require.NoError(t, err)
-	_, err = anonymous.Reopen(ctx, at(2), at(3), ReopenOptions{})
+	_, err = anonymous.Reopen(ctx, at(2), at(3), WriteOptions{})
 	require.NoError(t, err)
 	var role string
 	require.NoError(t, f.db.Pool.QueryRow(ctx, `SELECT session_user`).Scan(&role))
-	require.Equal(t, briefly{EventReopened, 2, role, DefaultReopenReason}, brief(f.history(at(2)).Events)[1])
+	require.Equal(t, briefly{eventReopened, 2, role, defaults.ReopenReason}, brief(f.history(at(2)).Events)[1])
 }
 
 // sqlActor is the actor the trigger records for the fixture's sessions:
@@ -118,11 +119,11 @@ func TestFreeTextIsChecked(t *testing.T) {
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
 	for _, bad := range []string{"a\rb", "nul\x00", string([]byte{0xff}), string(make([]byte, 1025)), "\u202eevil"} {
-		_, err := f.c.Reopen(ctx, from, from.Add(time.Minute), ReopenOptions{Reason: bad})
+		_, err := f.c.Reopen(ctx, from, from.Add(time.Minute), WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
-		_, err = f.c.Skip(ctx, from, from.Add(time.Minute), SkipOptions{Reason: bad})
+		_, err = f.c.Skip(ctx, from, from.Add(time.Minute), WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
-		_, err = f.c.Materialize(ctx, from, from.Add(time.Minute), MaterializeOptions{SkipReason: bad})
+		_, err = f.c.Materialize(ctx, from, from.Add(time.Minute), WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
 		_, err = New(ctx, f.db.Pool, f.grid, Options{Schema: f.db.Schema, Actor: bad})
 		require.ErrorIs(t, err, slot.ErrInvalid, "%q", bad)
@@ -167,7 +168,7 @@ func TestPlainSQLIsAClient(t *testing.T) {
 	sentinel()
 	f.exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end) VALUES ('plain', 'PT1M', $1, $2) ON CONFLICT DO NOTHING`, at(0), at(1))
 	require.Equal(t, wake.Event{Reason: "sql"}, next(), "a statement that inserted nothing wakes workers in vain, harmlessly")
-	_, err := f.c.Materialize(ctx, at(4), at(5), MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, at(4), at(5), WriteOptions{})
 	require.NoError(t, err)
 	require.Equal(t, wake.Event{Name: "plain", Interval: "PT1M", Reason: "materialize"}, next(), "almanac's own insert: its own notification only")
 	sentinel()
@@ -186,8 +187,8 @@ func TestPlainSQLIsAClient(t *testing.T) {
 	require.Equal(t, wake.Event{Name: "plain", Interval: "PT1M", Reason: "sql"}, next(), "one notification for both slots")
 	sentinel()
 	h := f.history(at(0))
-	require.Equal(t, []briefly{{EventReopened, 2, f.sqlActor("billing-svc"), "late invoices"}}, brief(h.Events))
-	require.Equal(t, Current{Status: StatusAvailable, Generation: 2, Message: "late invoices",
+	require.Equal(t, []briefly{{eventReopened, 2, f.sqlActor("billing-svc"), "late invoices"}}, brief(h.Events))
+	require.Equal(t, Current{Status: statusAvailable, Generation: 2, Message: "late invoices",
 		CreatedAt: h.Current.CreatedAt, UpdatedAt: h.Current.UpdatedAt}, *h.Current, "attempts, data and completion cleared")
 	require.True(t, h.Current.UpdatedAt.After(h.Current.CreatedAt))
 
@@ -202,13 +203,13 @@ func TestPlainSQLIsAClient(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	sentinel() // re-opened for later: not acquirable now, nobody to wake
 	h = f.history(at(2))
-	require.Equal(t, []briefly{{EventReopened, 10, "nightly backfill", ""}}, brief(h.Events))
+	require.Equal(t, []briefly{{eventReopened, 10, "nightly backfill", ""}}, brief(h.Events))
 	require.Equal(t, 5, h.Current.Attempts)
 
 	// Clearing the backoff by hand is a change recorded, and wakes workers.
 	f.exec(`UPDATE {{schema}}.slot SET not_before = NULL WHERE slot_start = $1`, at(2))
 	require.Equal(t, "plain", next().Name)
-	require.Equal(t, EventChangedBySQL, f.history(at(2)).Events[1].Event)
+	require.Equal(t, eventChangedBySQL, f.history(at(2)).Events[1].Event)
 }
 
 // TestPlainSQLNeedsNoGrantOnTheHistory: a role that may only update slots
@@ -217,7 +218,7 @@ func TestPlainSQLNeedsNoGrantOnTheHistory(t *testing.T) {
 	f := newFixture(t, series(t, "grants", "PT1M", "UTC", time.Time{}), Options{})
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
-	_, err := f.c.Materialize(ctx, from, from.Add(time.Minute), MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, from.Add(time.Minute), WriteOptions{})
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE'`)
 
@@ -246,7 +247,7 @@ func TestPlainSQLNeedsNoGrantOnTheHistory(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, sqlschema.Render(`SELECT * FROM {{schema}}.slot_event`, f.db.Schema))
 	require.Error(t, err, "the role cannot read the history itself")
-	require.Equal(t, []briefly{{EventReopened, 2, role, "redo"}}, brief(f.history(from).Events))
+	require.Equal(t, []briefly{{eventReopened, 2, role, "redo"}}, brief(f.history(from).Events))
 }
 
 // TestPruneHistory: events older than the schema's retention, on the
@@ -262,23 +263,24 @@ func TestPruneHistory(t *testing.T) {
 	insert("91 days", 5)
 	insert("89 days", 3)
 	insert("1 hour", 2)
-	prune := func(opts PruneOptions) int64 {
+	prune := func(dryRun bool, batchSize int) int64 {
 		t.Helper()
-		opts.Schema = f.db.Schema
-		n, err := PruneHistory(ctx, f.db.Pool, opts)
+		n, err := pruneHistory(ctx, f.db.Pool, f.db.Schema, dryRun, batchSize)
 		require.NoError(t, err)
 		return n
 	}
-	require.EqualValues(t, 5, prune(PruneOptions{DryRun: true}))
+	n, err := PruneHistory(ctx, f.db.Pool, f.db.Schema, WriteOptions{DryRun: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
 	require.EqualValues(t, 10, f.exec(`SELECT FROM {{schema}}.slot_event`), "a dry run deletes nothing")
-	require.EqualValues(t, 5, prune(PruneOptions{BatchSize: 2}), "in three batches")
-	require.EqualValues(t, 0, prune(PruneOptions{}))
+	require.EqualValues(t, 5, prune(false, 2), "in three batches")
+	require.EqualValues(t, 0, prune(false, pruneBatchSize))
 
 	f.exec(`UPDATE {{schema}}.settings SET history_retention = '1 day'`)
-	require.EqualValues(t, 3, prune(PruneOptions{}))
+	require.EqualValues(t, 3, prune(false, pruneBatchSize))
 	require.EqualValues(t, 2, f.exec(`SELECT FROM {{schema}}.slot_event`))
 
-	_, err := PruneHistory(ctx, f.db.Pool, PruneOptions{Schema: "bad\x00"})
+	_, err = PruneHistory(ctx, f.db.Pool, "bad\x00", WriteOptions{})
 	require.ErrorIs(t, err, sqlschema.ErrInvalid)
 }
 
@@ -289,18 +291,18 @@ func TestStatusLastNote(t *testing.T) {
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
 	at := func(i int) time.Time { return from.Add(time.Duration(i) * time.Minute) }
-	_, err := f.c.Materialize(ctx, from, at(3), MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, at(3), WriteOptions{})
 	require.NoError(t, err)
 	st, err := f.c.Status(ctx, from, at(3))
 	require.NoError(t, err)
 	require.Nil(t, st.LastNote)
-	_, err = f.c.Skip(ctx, at(0), at(1), SkipOptions{Reason: "holiday"})
+	_, err = f.c.Skip(ctx, at(0), at(1), WriteOptions{Reason: "holiday"})
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET fail_count = 1, message = 'timeout', not_before = 'infinity', updated_at = clock_timestamp() WHERE slot_start = $1`, at(1))
 	st, err = f.c.Status(ctx, from, at(3))
 	require.NoError(t, err)
 	require.NotNil(t, st.LastNote)
-	require.Equal(t, Note{Start: at(1), Status: StatusAvailable, Parked: true, Message: "timeout", At: st.LastNote.At},
+	require.Equal(t, Note{Start: at(1), Status: statusAvailable, Parked: true, Message: "timeout", At: st.LastNote.At},
 		Note{Start: st.LastNote.Start.UTC(), Status: st.LastNote.Status, Parked: st.LastNote.Parked, Message: st.LastNote.Message, At: st.LastNote.At})
 	require.Equal(t, "Europe/Berlin", st.LastNote.At.Location().String())
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', message = NULL, not_before = NULL WHERE slot_start = $1`, at(1))
@@ -317,24 +319,24 @@ func TestReopenCarriesTheCompletion(t *testing.T) {
 	f := newFixture(t, series(t, "carry", "PT1M", "UTC", time.Time{}), Options{Actor: "alice@laptop"})
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
-	_, err := f.c.Materialize(ctx, from, from.Add(2*time.Minute), MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, from.Add(2*time.Minute), WriteOptions{})
 	require.NoError(t, err)
 	const owner = "0b9e3f55-2f0e-4c59-9d4b-8f5b7d1c2a10"
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', attempts = 2, fence = 7, completed_at = '2026-01-01T00:05:00Z',
 		completed_by = $1`, owner) // as a worker records a completion
 	before := f.history(from)
-	require.Equal(t, []Event{{At: utc("2026-01-01T00:05:00Z"), Event: EventCompleted, Generation: 1, Owner: owner, Fence: 7, Attempt: 2}},
+	require.Equal(t, []HistoryEvent{{At: utc("2026-01-01T00:05:00Z"), Event: eventCompleted, Generation: 1, Owner: owner, Fence: 7, Attempt: 2}},
 		before.Events, "the row's completion is an event")
 
-	_, err = f.c.Reopen(ctx, from, from.Add(2*time.Minute), ReopenOptions{Reason: "late data"})
+	_, err = f.c.Reopen(ctx, from, from.Add(2*time.Minute), WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, f.exec(`SELECT FROM {{schema}}.slot_event WHERE event = 'reopened' AND completed_at IS NOT NULL`),
 		"one history row per slot re-opened, carrying its completion")
 	h := f.history(from)
 	require.Len(t, h.Events, 2)
 	require.Equal(t, before.Events[0], h.Events[0])
-	require.Equal(t, briefly{EventReopened, 2, "alice@laptop", "late data"}, brief(h.Events[1:])[0])
-	require.Equal(t, Event{}, Event{Owner: h.Events[1].Owner, Fence: h.Events[1].Fence, Attempt: h.Events[1].Attempt},
+	require.Equal(t, briefly{eventReopened, 2, "alice@laptop", "late data"}, brief(h.Events[1:])[0])
+	require.Equal(t, HistoryEvent{}, HistoryEvent{Owner: h.Events[1].Owner, Fence: h.Events[1].Fence, Attempt: h.Events[1].Attempt},
 		"the re-open itself ended no run")
 }
 
@@ -414,9 +416,9 @@ func TestOperationsWriteHistoryInSlotOrder(t *testing.T) {
 	// With statistics, the planner joins the slots to change by hashing,
 	// and the rows come out of the update in the order of the table.
 	f.exec(`ANALYZE {{schema}}.slot`)
-	_, err := f.c.Reopen(ctx, from, to, ReopenOptions{Reason: "late data"})
+	_, err := f.c.Reopen(ctx, from, to, WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
-	_, err = f.c.Skip(ctx, from, to, SkipOptions{Reason: "not needed"})
+	_, err = f.c.Skip(ctx, from, to, WriteOptions{Reason: "not needed"})
 	require.NoError(t, err)
 	// Parked, as a worker parks slots (the engine's setting keeps the
 	// plain-SQL trigger from recording the change itself).
@@ -428,7 +430,7 @@ func TestOperationsWriteHistoryInSlotOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	f.exec(`ANALYZE {{schema}}.slot`)
-	_, err = f.c.Retry(ctx, from, to, RetryOptions{})
+	_, err = f.c.Retry(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 
 	var descents int64

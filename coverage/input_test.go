@@ -48,7 +48,7 @@ func TestReasonsAreCheckedBeforeAnySQL(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, series(t, "reasons", "PT5M", "UTC", utc("2026-01-01T00:00:00Z")), Options{})
 	from, to := utc("2026-03-01T00:00:00Z"), utc("2026-03-01T01:00:00Z")
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE'`)
 	before := f.rows(from, to)
@@ -58,11 +58,11 @@ func TestReasonsAreCheckedBeforeAnySQL(t *testing.T) {
 	require.NoError(t, err)
 	for _, bad := range []string{"bad\xffutf8", "nul\x00", "esc\x1b[2J", strings.Repeat("x", input.MaxReasonLen+1), "\u202eevil", "zero\u200bwidth"} {
 		db.n.Store(0)
-		_, err := c.Reopen(ctx, from, to, ReopenOptions{Reason: bad})
+		_, err := c.Reopen(ctx, from, to, WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, input.ErrReason, "%q", bad)
-		_, err = c.Skip(ctx, from, to, SkipOptions{Reason: bad})
+		_, err = c.Skip(ctx, from, to, WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, input.ErrReason, "%q", bad)
-		_, err = c.Materialize(ctx, to, to.Add(time.Hour), MaterializeOptions{SkipReason: bad})
+		_, err = c.Materialize(ctx, to, to.Add(time.Hour), WriteOptions{Reason: bad})
 		require.ErrorIs(t, err, input.ErrReason, "%q", bad)
 		require.Zero(t, db.n.Load(), "%q: no statement ran", bad)
 	}
@@ -70,8 +70,8 @@ func TestReasonsAreCheckedBeforeAnySQL(t *testing.T) {
 
 	// The longest reason is stored whole; tabs and newlines are kept.
 	long := strings.Repeat("é", input.MaxReasonLen/2-1) + "\t\n"
-	res, err := c.Reopen(ctx, from, from.Add(5*time.Minute), ReopenOptions{Reason: long})
+	res, err := c.Reopen(ctx, from, from.Add(5*time.Minute), WriteOptions{Reason: long})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, res.Reopened)
+	require.EqualValues(t, 1, res.Changed)
 	require.Equal(t, long, *f.rows(from, to)[0].Message)
 }

@@ -13,37 +13,6 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// ProgressFunc is told, after each chunk of an operation, how many of the
-// range's slots have been dealt with so far and how many the range holds.
-// It runs on the caller's goroutine and should return quickly.
-type ProgressFunc func(done, total int64)
-
-// MaterializeOptions tune Materialize. The zero value inserts.
-type MaterializeOptions struct {
-	// DryRun finds what is missing and reports it as Inserted without
-	// writing anything.
-	DryRun bool
-	// SkipReason, if set, inserts the missing slots as SKIP with this
-	// message instead of AVAILABLE, and wakes no one: a catch-up policy that
-	// gives up on slots missed during downtime keeps the hole visible this
-	// way. Existing slots are left alone as always (see the Skip method of
-	// Client to skip those too). Each slot inserted gets a 'skipped' event
-	// in its history. It must pass input.CheckReason.
-	SkipReason string
-	// Progress, if set, is called after each chunk.
-	Progress ProgressFunc
-}
-
-// MaterializeResult says what Materialize did.
-type MaterializeResult struct {
-	// Slots is the number of slots in the range.
-	Slots int64
-	// Inserted is the number of slots this call inserted (with DryRun, would
-	// insert). Slots - Inserted already existed, or were inserted by a
-	// concurrent call.
-	Inserted int64
-}
-
 // Materialize inserts every missing slot of [from, to) as AVAILABLE, with
 // the grid's bounds, and wakes idle workers once if it inserted any. It
 // records no history: a slot's created_at says when it was created.
@@ -65,18 +34,18 @@ type MaterializeResult struct {
 // stay, and running it again inserts the rest. A new range is found fastest
 // by Gaps once vacuumed; autovacuum does that after large inserts, or run
 // VACUUM on the slot table yourself after a big backfill.
-func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts MaterializeOptions) (MaterializeResult, error) {
-	if err := input.CheckReason(opts.SkipReason); err != nil {
-		return MaterializeResult{}, err
+func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts WriteOptions) (WriteResult, error) {
+	if err := input.CheckReason(opts.Reason); err != nil {
+		return WriteResult{}, err
 	}
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {
-		return MaterializeResult{}, err
+		return WriteResult{}, err
 	}
-	res := MaterializeResult{Slots: total}
-	status, message := StatusAvailable, (*string)(nil)
-	if opts.SkipReason != "" {
-		status, message = StatusSkip, &opts.SkipReason
+	res := WriteResult{Slots: total}
+	status, message := statusAvailable, (*string)(nil)
+	if opts.Reason != "" {
+		status, message = statusSkip, &opts.Reason
 	}
 	// Read before the gap search: the range filled is recorded as stored
 	// only if no slot of the series was deleted since.
@@ -89,7 +58,8 @@ func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts Mater
 	b := c.newBatch()
 	flush := func(last bool) error {
 		hi := b.runs[len(b.runs)-1].hi // b loses the slots compacted meanwhile
-		n, err := c.insertBatch(ctx, &b, status, message, last && status == StatusAvailable, res.Inserted)
+		n, err := c.insertBatch(ctx, &b, status, message, last && status == statusAvailable, res.Changed)
+		res.Changed += n
 		res.Inserted += n
 		if err == nil && opts.Progress != nil {
 			done, _ := c.grid.Count(from, hi)
@@ -103,6 +73,7 @@ func (c *Client) Materialize(ctx context.Context, from, to time.Time, opts Mater
 			return res, err
 		}
 		if opts.DryRun {
+			res.Changed += g.Slots
 			res.Inserted += g.Slots
 			continue
 		}
@@ -217,9 +188,9 @@ func (c *Client) insertMissing(ctx context.Context, tx pgx.Tx, b *batch, status 
 	ignore := existing > 0 || ignoreConflicts
 	pick := func(plain, plainOrIgnore, skip, skipOrIgnore string) string {
 		switch {
-		case status == StatusSkip && ignore:
+		case status == statusSkip && ignore:
 			return skipOrIgnore
-		case status == StatusSkip:
+		case status == statusSkip:
 			return skip
 		case ignore:
 			return plainOrIgnore
@@ -227,7 +198,7 @@ func (c *Client) insertMissing(ctx context.Context, tx pgx.Tx, b *batch, status 
 		return plain
 	}
 	var actor []any
-	if status == StatusSkip {
+	if status == statusSkip {
 		actor = []any{c.actor}
 	}
 	var tag pgconn.CommandTag

@@ -96,21 +96,21 @@ func TestMaterializeWritesTheGrid(t *testing.T) {
 			want := int64(len(f.gridOf(tt.from, tt.to)))
 
 			requireSameGaps(t, []Gap{{Start: f.gridOf(tt.from, tt.to)[0].Start, End: f.gridOf(tt.from, tt.to)[want-1].End, Slots: want}}, f.gaps(tt.from, tt.to))
-			dry, err := f.c.Materialize(ctx, tt.from, tt.to, MaterializeOptions{DryRun: true})
+			dry, err := f.c.Materialize(ctx, tt.from, tt.to, WriteOptions{DryRun: true})
 			require.NoError(t, err)
-			require.Equal(t, MaterializeResult{Slots: want, Inserted: want}, dry)
+			require.Equal(t, WriteResult{Slots: want, Changed: want, Inserted: want}, dry)
 			require.Empty(t, f.rows(tt.from, tt.to), "a dry run writes nothing")
 
-			res, err := f.c.Materialize(ctx, tt.from, tt.to, MaterializeOptions{})
+			res, err := f.c.Materialize(ctx, tt.from, tt.to, WriteOptions{})
 			require.NoError(t, err)
-			require.Equal(t, MaterializeResult{Slots: want, Inserted: want}, res)
+			require.Equal(t, WriteResult{Slots: want, Changed: want, Inserted: want}, res)
 			f.requireGrid(tt.from, tt.to)
 			tt.check(t, f.rows(tt.from, tt.to))
 			require.Empty(t, f.gaps(tt.from, tt.to))
 
-			res, err = f.c.Materialize(ctx, tt.from, tt.to, MaterializeOptions{})
+			res, err = f.c.Materialize(ctx, tt.from, tt.to, WriteOptions{})
 			require.NoError(t, err)
-			require.Equal(t, MaterializeResult{Slots: want, Inserted: 0}, res, "idempotent")
+			require.Equal(t, WriteResult{Slots: want}, res, "idempotent")
 
 			// Holes: the first slot, a run, a single slot, the last two.
 			slots := f.gridOf(tt.from, tt.to)
@@ -129,9 +129,9 @@ func TestMaterializeWritesTheGrid(t *testing.T) {
 			requireSameGaps(t, wantGaps, f.gaps(tt.from, tt.to))
 			requireSameGaps(t, f.bruteGaps(tt.from, tt.to), f.gaps(tt.from, tt.to))
 
-			res, err = f.c.Materialize(ctx, tt.from, tt.to, MaterializeOptions{})
+			res, err = f.c.Materialize(ctx, tt.from, tt.to, WriteOptions{})
 			require.NoError(t, err)
-			require.Equal(t, MaterializeResult{Slots: want, Inserted: int64(len(holes))}, res)
+			require.Equal(t, WriteResult{Slots: want, Changed: int64(len(holes)), Inserted: int64(len(holes))}, res)
 			f.requireGrid(tt.from, tt.to)
 		})
 	}
@@ -151,7 +151,7 @@ func TestGapsSearchesLevels(t *testing.T) {
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
 	to := from.Add(200_000 * time.Minute)
-	_, err := f.c.Materialize(ctx, from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
 	// Runs of 1, 2, 63, 64, 65, 1000 and 5000 slots, one every 20,000.
 	for i, n := range []int{1, 2, 63, 64, 65, 1000, 5000, 1, 1} {
@@ -203,7 +203,7 @@ func TestMaterializeConcurrently(t *testing.T) {
 			}
 			// Ranges of 6,000 slots starting 1,000 apart: up to six overlap.
 			from := base.Add(time.Duration(i*1000) * time.Minute)
-			res, err := c.Materialize(ctx, from, from.Add(6000*time.Minute), MaterializeOptions{})
+			res, err := c.Materialize(ctx, from, from.Add(6000*time.Minute), WriteOptions{})
 			inserted[i], errs[i] = res.Inserted, err
 		}()
 	}
@@ -233,12 +233,12 @@ func TestMaterializeDoesNotTouchRows(t *testing.T) {
 	events := f.listen()
 
 	var progress []int64
-	res, err := f.c.Materialize(ctx, from, to, MaterializeOptions{Progress: func(done, total int64) {
+	res, err := f.c.Materialize(ctx, from, to, WriteOptions{Progress: func(done, total int64) {
 		require.EqualValues(t, 24, total)
 		progress = append(progress, done)
 	}})
 	require.NoError(t, err)
-	require.Equal(t, MaterializeResult{Slots: 24, Inserted: 23}, res)
+	require.Equal(t, WriteResult{Slots: 24, Changed: 23, Inserted: 23}, res)
 	require.Equal(t, []int64{3, 7, 10, 13, 16, 19, 22, 24}, progress, "the stored slot counts as done")
 	rows := f.rows(from, to)
 	require.Equal(t, "COMPLETE", rows[5].Status)
@@ -266,12 +266,12 @@ func TestMaterializeAsSkipped(t *testing.T) {
 	ctx := context.Background()
 	from := utc("2026-01-01T00:00:00Z")
 	to := from.Add(6 * time.Hour)
-	_, err := f.c.Materialize(ctx, from.Add(2*time.Hour), from.Add(3*time.Hour), MaterializeOptions{})
+	_, err := f.c.Materialize(ctx, from.Add(2*time.Hour), from.Add(3*time.Hour), WriteOptions{})
 	require.NoError(t, err)
 	events := f.listen()
-	res, err := f.c.Materialize(ctx, from, to, MaterializeOptions{SkipReason: "missed during downtime"})
+	res, err := f.c.Materialize(ctx, from, to, WriteOptions{Reason: "missed during downtime"})
 	require.NoError(t, err)
-	require.Equal(t, MaterializeResult{Slots: 6, Inserted: 5}, res)
+	require.Equal(t, WriteResult{Slots: 6, Changed: 5, Inserted: 5}, res)
 	f.requireGrid(from, to)
 	for i, r := range f.rows(from, to) {
 		if i == 2 {

@@ -41,11 +41,11 @@ func TestRangeReadsPlannedPerCall(t *testing.T) {
 		return n
 	}
 	// The first chunk goes into the empty table, which is best read whole.
-	_, err = c.Materialize(ctx, from, from.Add(2_000*time.Minute), MaterializeOptions{})
+	_, err = c.Materialize(ctx, from, from.Add(2_000*time.Minute), WriteOptions{})
 	require.NoError(t, err)
 	before := seqScans()
 	const slots = 60_000 // 29 more chunks
-	res, err := c.Materialize(ctx, from, from.Add(slots*time.Minute), MaterializeOptions{})
+	res, err := c.Materialize(ctx, from, from.Add(slots*time.Minute), WriteOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, slots-2_000, res.Inserted)
 	for _, err := range c.Gaps(ctx, from, from.Add(2*slots*time.Minute)) {
@@ -74,8 +74,8 @@ func TestOperationsScaleWithoutStatistics(t *testing.T) {
 		sql  func(s statements) string
 		args []any // after the series and the range
 	}{
-		{"reopen", func(s statements) string { return s.reopen }, []any{[]string{StatusComplete, StatusSkip}, true, "late", nil}},
-		{"reopen dry run", func(s statements) string { return s.reopenDry }, []any{[]string{StatusComplete, StatusSkip}, true}},
+		{"reopen", func(s statements) string { return s.reopen }, []any{[]string{statusComplete, statusSkip}, true, "late", nil}},
+		{"reopen dry run", func(s statements) string { return s.reopenDry }, []any{[]string{statusComplete, statusSkip}, true}},
 		{"retry", func(s statements) string { return s.retry }, []any{nil}},
 		{"retry dry run", func(s statements) string { return s.retryDry }, nil},
 		{"skip", func(s statements) string { return s.skip }, []any{"no data", nil}},

@@ -9,20 +9,9 @@ import (
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
-// DefaultPruneBatch is the default of PruneOptions.BatchSize.
-const DefaultPruneBatch = 10_000
-
-// PruneOptions tune PruneHistory. The zero value prunes the default
-// schema.
-type PruneOptions struct {
-	// Schema holding almanac's tables. Default "almanac".
-	Schema string
-	// BatchSize bounds the events one transaction deletes. Default
-	// DefaultPruneBatch (10,000).
-	BatchSize int
-	// DryRun counts what would be deleted, and deletes nothing.
-	DryRun bool
-}
+// pruneBatchSize bounds the events one transaction of PruneHistory
+// deletes.
+const pruneBatchSize = 10_000
 
 // pruneBatch deletes up to $1 events older than the retention, by their
 // row addresses (a TID scan). SKIP LOCKED lets several pruners (every
@@ -38,24 +27,27 @@ const pruneBatch = `DELETE FROM {{schema}}.slot_event WHERE ctid = ANY(ARRAY(
 const pruneCount = `SELECT count(*) FROM {{schema}}.slot_event
 	WHERE at < now() - (SELECT history_retention FROM {{schema}}.settings)`
 
-// PruneHistory deletes the history events (slot_event) older than the
-// schema's retention, settings.history_retention (90 days unless changed
-// with SQL), measured on the database clock, and returns how many it
-// deleted (with DryRun, would delete). It works in transactions of at most
-// BatchSize events, so it never holds many locks for long; if one fails,
-// the batches before it stay deleted. Any number of processes may prune at
-// once: schedulers do it every sweep interval, `almanac history --prune` on
-// demand. Unlike every other operation it is not scoped to one series: old
-// events are found by time across the schema.
-func PruneHistory(ctx context.Context, db DB, opts PruneOptions) (int64, error) {
-	if opts.Schema == "" {
-		opts.Schema = sqlschema.Default
+// PruneHistory deletes the history events (slot_event) of schema (""
+// means "almanac") older than the schema's retention,
+// settings.history_retention (90 days unless changed with SQL), measured on
+// the database clock, and returns how many it deleted (with dryRun,
+// would delete; the other options do not apply). It works in transactions
+// of at most 10,000 events, so it never holds many locks for long; if one
+// fails, the batches before it stay deleted. Any number of processes may
+// prune at once: started clients do it every sweep, `almanac history
+// --prune` on demand. Unlike every other operation it is not scoped to one
+// series: old events are found by time across the schema.
+func PruneHistory(ctx context.Context, db DB, schema string, opts WriteOptions) (int64, error) {
+	return pruneHistory(ctx, db, schema, opts.DryRun, pruneBatchSize)
+}
+
+// pruneHistory is PruneHistory in batches of batchSize events.
+func pruneHistory(ctx context.Context, db DB, schema string, dryRun bool, batchSize int) (int64, error) {
+	if schema == "" {
+		schema = sqlschema.Default
 	}
-	if err := sqlschema.Check(opts.Schema); err != nil {
+	if err := sqlschema.Check(schema); err != nil {
 		return 0, err
-	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = DefaultPruneBatch
 	}
 	var total int64
 	for {
@@ -64,10 +56,10 @@ func PruneHistory(ctx context.Context, db DB, opts PruneOptions) (int64, error) 
 			if _, err := tx.Exec(ctx, writeSettings); err != nil {
 				return err
 			}
-			if opts.DryRun {
-				return tx.QueryRow(ctx, sqlschema.Render(pruneCount, opts.Schema)).Scan(&n)
+			if dryRun {
+				return tx.QueryRow(ctx, sqlschema.Render(pruneCount, schema)).Scan(&n)
 			}
-			tag, err := tx.Exec(ctx, sqlschema.Render(pruneBatch, opts.Schema), opts.BatchSize)
+			tag, err := tx.Exec(ctx, sqlschema.Render(pruneBatch, schema), batchSize)
 			n = tag.RowsAffected()
 			return err
 		})
@@ -75,7 +67,7 @@ func PruneHistory(ctx context.Context, db DB, opts PruneOptions) (int64, error) 
 		if err != nil {
 			return total, fmt.Errorf("prune history: %w", err)
 		}
-		if opts.DryRun || n < int64(opts.BatchSize) {
+		if dryRun || n < int64(batchSize) {
 			return total, nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/slot"
@@ -25,7 +26,7 @@ func stateFixture(t *testing.T, opts Options) (*fixture, time.Time, time.Time) {
 	f := newFixture(t, series(t, "states", "PT1M", "UTC", time.Time{}), opts)
 	from := utc("2026-01-01T00:00:00Z")
 	to := from.Add(20 * time.Minute)
-	_, err := f.c.Materialize(context.Background(), from, to, MaterializeOptions{})
+	_, err := f.c.Materialize(context.Background(), from, to, WriteOptions{})
 	require.NoError(t, err)
 	at := func(i int) time.Time { return from.Add(time.Duration(i) * time.Minute) }
 	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', attempts = 1, fail_count = 0, message = 'ok', data = '{"n": 1}',
@@ -59,12 +60,12 @@ func TestReopenLeavesHeldSlotsAlone(t *testing.T) {
 	events := f.listen()
 	before := f.rows(from, to)
 
-	dry, err := f.c.Reopen(ctx, from, to, ReopenOptions{Reason: "late data", DryRun: true})
+	dry, err := f.c.Reopen(ctx, from, to, WriteOptions{Reason: "late data", DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, before, f.rows(from, to), "a dry run changes nothing")
 
 	start := time.Now()
-	res, err := f.c.Reopen(ctx, from, to, ReopenOptions{Reason: "late data"})
+	res, err := f.c.Reopen(ctx, from, to, WriteOptions{Reason: "late data"})
 	require.NoError(t, err)
 	var latency time.Duration
 	select {
@@ -78,8 +79,8 @@ func TestReopenLeavesHeldSlotsAlone(t *testing.T) {
 	t.Logf("re-open of 20 slots in 5 chunks to wake-up: %v", latency)
 	require.Less(t, latency, 2*time.Second, "generous bound; the benchmark measures the median")
 
-	require.EqualValues(t, 11, res.Reopened, "0-11 but 3")
-	require.Equal(t, dry.Reopened, res.Reopened, "the dry run predicted it")
+	require.EqualValues(t, 11, res.Changed, "0-11 but 3")
+	require.Equal(t, dry.Changed, res.Changed, "the dry run predicted it")
 	require.Equal(t, []time.Time{at(3), at(14), at(16)}, heldStarts(res.Held))
 	require.Equal(t, heldStarts(dry.Held), heldStarts(res.Held))
 	require.Equal(t, Held{Start: at(3), End: at(4), Status: "COMPLETE", Locked: true}, utcHeld(res.Held[0]))
@@ -113,20 +114,20 @@ func TestReopenLeavesHeldSlotsAlone(t *testing.T) {
 
 	// Once released, the held COMPLETE slot re-opens; parked ones on request.
 	release()
-	res, err = f.c.Reopen(ctx, from, to, ReopenOptions{States: []string{StatusComplete}, Parked: true})
+	res, err = f.c.Reopen(ctx, from, to, WriteOptions{States: []string{statusComplete}, Parked: true})
 	require.NoError(t, err)
-	require.EqualValues(t, 2, res.Reopened, "slot 3 and the parked slot 12")
+	require.EqualValues(t, 2, res.Changed, "slot 3 and the parked slot 12")
 	require.Equal(t, []time.Time{at(14)}, heldStarts(res.Held))
 	r := f.rows(at(12), at(13))[0]
 	require.Equal(t, "AVAILABLE", r.Status)
 	require.False(t, r.NotBefore.Valid, "un-parked")
 	require.Zero(t, r.FailCount)
-	require.Equal(t, DefaultReopenReason, *r.Message)
+	require.Equal(t, defaults.ReopenReason, *r.Message)
 	require.Equal(t, "flaky", *f.rows(at(13), at(14))[0].Message, "backoff is Retry's business")
 
-	_, err = f.c.Reopen(ctx, from, to, ReopenOptions{States: []string{StatusAcquired}})
+	_, err = f.c.Reopen(ctx, from, to, WriteOptions{States: []string{statusAcquired}})
 	require.ErrorIs(t, err, slot.ErrInvalid)
-	_, err = f.c.Reopen(ctx, to, from, ReopenOptions{})
+	_, err = f.c.Reopen(ctx, to, from, WriteOptions{})
 	require.ErrorIs(t, err, slot.ErrInvalid)
 }
 
@@ -151,14 +152,14 @@ func TestRetry(t *testing.T) {
 	events := f.listen()
 	before := f.rows(from, to)
 
-	dry, err := f.c.Retry(ctx, from, to, RetryOptions{DryRun: true})
+	dry, err := f.c.Retry(ctx, from, to, WriteOptions{DryRun: true})
 	require.NoError(t, err)
-	require.Equal(t, RetryResult{Retried: 2, Unparked: 1, Held: dry.Held}, dry)
+	require.Equal(t, WriteResult{Changed: 2, Unparked: 1, Held: dry.Held}, dry)
 	require.Equal(t, before, f.rows(from, to))
 
-	res, err := f.c.Retry(ctx, from, to, RetryOptions{})
+	res, err := f.c.Retry(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
-	require.EqualValues(t, 2, res.Retried, "slots 12 and 13")
+	require.EqualValues(t, 2, res.Changed, "slots 12 and 13")
 	require.EqualValues(t, 1, res.Unparked)
 	require.Equal(t, []time.Time{at(17)}, heldStarts(res.Held))
 	after := f.rows(from, to)
@@ -179,9 +180,9 @@ func TestRetry(t *testing.T) {
 		t.Fatal("no notification")
 	}
 
-	res, err = f.c.Retry(ctx, from, to, RetryOptions{})
+	res, err = f.c.Retry(ctx, from, to, WriteOptions{})
 	require.NoError(t, err)
-	require.Zero(t, res.Retried)
+	require.Zero(t, res.Changed)
 	select {
 	case ev := <-events:
 		t.Fatalf("notified although nothing changed: %+v", ev)
@@ -200,18 +201,18 @@ func TestSkip(t *testing.T) {
 	defer release()
 	before := f.rows(from, to)
 
-	dry, err := f.c.Skip(ctx, from, to, SkipOptions{Reason: "holiday 2", DryRun: true})
+	dry, err := f.c.Skip(ctx, from, to, WriteOptions{Reason: "holiday 2", DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, before, f.rows(from, to))
 
-	res, err := f.c.Skip(ctx, from, to, SkipOptions{Reason: "holiday 2"})
+	res, err := f.c.Skip(ctx, from, to, WriteOptions{Reason: "holiday 2"})
 	require.NoError(t, err)
-	require.EqualValues(t, 5, res.Skipped, "12, 13, 17, 18, 19")
+	require.EqualValues(t, 5+6, res.Changed, "12, 13, 17, 18, 19, and the inserted ones")
 	require.EqualValues(t, 6, res.Inserted, "15 and 20-24")
 	require.EqualValues(t, 10, res.Complete)
 	require.EqualValues(t, 2, res.AlreadySkipped)
 	require.Equal(t, []time.Time{at(14), at(16)}, heldStarts(res.Held))
-	require.Equal(t, SkipResult{Skipped: 5, Inserted: 6, Complete: 10, AlreadySkipped: 2, Held: dry.Held}, dry)
+	require.Equal(t, WriteResult{Changed: 5 + 6, Inserted: 6, Complete: 10, AlreadySkipped: 2, Held: dry.Held}, dry)
 	require.Equal(t, startsAt(from, 12, 13, 15, 17, 18, 19, 20, 21, 22, 23, 24), f.eventStarts("skipped", "holiday 2"),
 		"an event for each slot skipped or inserted skipped, none for the held ones")
 
@@ -236,10 +237,10 @@ func TestSkip(t *testing.T) {
 	// One slot, given by its text.
 	sl, err := f.grid.ParseSlot("2026-01-01T00:30:00Z/PT1M")
 	require.NoError(t, err)
-	res, err = f.c.Skip(ctx, sl.Start, sl.End, SkipOptions{})
+	res, err = f.c.Skip(ctx, sl.Start, sl.End, WriteOptions{})
 	require.NoError(t, err)
-	require.Equal(t, SkipResult{Inserted: 1}, res)
-	require.Equal(t, DefaultSkipReason, *f.rows(sl.Start, sl.End)[0].Message)
+	require.Equal(t, WriteResult{Changed: 1, Inserted: 1}, res)
+	require.Equal(t, defaults.SkipReason, *f.rows(sl.Start, sl.End)[0].Message)
 }
 
 // TestStatus summarizes the state fixture with two holes.
@@ -257,7 +258,7 @@ func TestStatus(t *testing.T) {
 	// The last message written on an open slot: the backoff of slot 13
 	// (written after the parking of 12).
 	require.NotNil(t, st.LastNote)
-	require.Equal(t, Note{Start: at(13), Status: StatusAvailable, Message: "flaky"},
+	require.Equal(t, Note{Start: at(13), Status: statusAvailable, Message: "flaky"},
 		Note{Start: st.LastNote.Start.UTC(), Status: st.LastNote.Status, Parked: st.LastNote.Parked, Message: st.LastNote.Message})
 	require.False(t, st.LastNote.At.IsZero())
 	st.LastNote = nil

@@ -9,26 +9,6 @@ import (
 	"github.com/almanacdev/almanac/internal/wake"
 )
 
-// RetryOptions tune Retry. The zero value retries.
-type RetryOptions struct {
-	// DryRun reports what would be retried, and changes nothing.
-	DryRun bool
-	// Progress, if set, is called after each chunk.
-	Progress ProgressFunc
-}
-
-// RetryResult says what Retry did.
-type RetryResult struct {
-	// Retried is the number of slots whose backoff was cleared (with DryRun,
-	// would be), parked ones included.
-	Retried int64
-	// Unparked is how many of them were parked.
-	Unparked int64
-	// Held lists, in slot order, the slots to retry that another transaction
-	// had locked, and which were left alone.
-	Held []Held
-}
-
 // Retry makes the slots of [from, to) that wait for a retry acquirable now,
 // and wakes idle workers once if there were any: slots in backoff (AVAILABLE
 // with not_before in the future, by the database clock) and parked slots
@@ -39,16 +19,16 @@ type RetryResult struct {
 //
 // Like Reopen, it works in chunks and notifies in the last chunk's
 // transaction.
-func (c *Client) Retry(ctx context.Context, from, to time.Time, opts RetryOptions) (RetryResult, error) {
+func (c *Client) Retry(ctx context.Context, from, to time.Time, opts WriteOptions) (WriteResult, error) {
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {
-		return RetryResult{}, err
+		return WriteResult{}, err
 	}
 	sql, args := c.sql.retry, []any{c.actor}
 	if opts.DryRun {
 		sql, args = c.sql.retryDry, nil
 	}
-	var res RetryResult
+	var res WriteResult
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
 		var n, unparked int64
 		var h heldScan
@@ -57,7 +37,7 @@ func (c *Client) Retry(ctx context.Context, from, to time.Time, opts RetryOption
 			if err := scanRow(tx.QueryRow(ctx, sql, append([]any{c.name, c.interval, p.lo, p.hi}, args...)...), &h, &n, &unparked); err != nil {
 				return err
 			}
-			if last && !opts.DryRun && res.Retried+n > 0 {
+			if last && !opts.DryRun && res.Changed+n > 0 {
 				return wake.Notify(ctx, tx, c.schema, wake.Event{Name: c.name, Interval: c.interval, Reason: "retry"})
 			}
 			return nil
@@ -65,7 +45,7 @@ func (c *Client) Retry(ctx context.Context, from, to time.Time, opts RetryOption
 		if err != nil {
 			return err
 		}
-		res.Retried += n
+		res.Changed += n
 		res.Unparked += unparked
 		res.Held = h.appendTo(res.Held, c.grid.Location())
 		return nil

@@ -77,14 +77,6 @@ func (s Status) Covered() float64 {
 	return float64(s.Complete+s.Skip) * 100 / float64(s.Slots)
 }
 
-// Counts returns the slots of [from, to) by state, and the last note, read
-// from one snapshot (see Status, whose counts they are). Errors for an
-// invalid range wrap slot.ErrInvalid.
-func (c *Client) Counts(ctx context.Context, from, to time.Time) (Counts, error) {
-	st, err := c.Status(ctx, from, to)
-	return st.Counts, err
-}
-
 // Status summarizes [from, to): the slots by state (Counts), the missing
 // ones (Gaps) and the share finished, all read from one snapshot. Errors
 // for an invalid range wrap slot.ErrInvalid.
@@ -152,7 +144,7 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	}
 	n.Skip = skipRows
 	for _, s := range compacted {
-		if s.status == StatusSkip {
+		if s.status == statusSkip {
 			k, _ := c.grid.Count(s.lo, s.hi) // within a validated range
 			n.Skip += k
 		}

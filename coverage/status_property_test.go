@@ -69,7 +69,7 @@ func (f *fixture) randomStep(rng *rand.Rand, from, to time.Time) {
 	lo, hi := f.randomRange(rng, from, to)
 	switch rng.IntN(8) {
 	case 0, 1:
-		_, err := f.c.Materialize(ctx, lo, hi, MaterializeOptions{})
+		_, err := f.c.Materialize(ctx, lo, hi, WriteOptions{})
 		require.NoError(f.t, err)
 	case 2: // holes, by plain SQL
 		f.exec(`DELETE FROM {{schema}}.slot WHERE slot_start >= $1 AND slot_start < $2 AND random() < 0.3`, lo, hi)
@@ -95,10 +95,10 @@ func (f *fixture) randomStep(rng *rand.Rand, from, to time.Time) {
 			message = CASE WHEN random() < 0.5 THEN 'note' END
 			WHERE slot_start >= $1 AND slot_start < $2 AND status = 'AVAILABLE'`, lo, hi)
 	case 5, 6:
-		_, err := f.c.Compact(ctx, hi, CompactOptions{})
+		_, err := f.c.Compact(ctx, hi, WriteOptions{})
 		require.NoError(f.t, err)
 	case 7:
-		_, err := f.c.Reopen(ctx, lo, hi, ReopenOptions{Reason: "late"})
+		_, err := f.c.Reopen(ctx, lo, hi, WriteOptions{Reason: "late"})
 		require.NoError(f.t, err)
 	}
 }
@@ -114,9 +114,9 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 	require.NoError(f.t, err)
 	gaps := f.gaps(from, to)
 	h := f.heatmap(from, to, 8)
-	var wantBuckets []Bucket
+	var wantBuckets []HeatmapBucket
 	for _, b := range h.Buckets {
-		wantBuckets = append(wantBuckets, Bucket{Start: b.Start, End: b.End, Slots: b.Slots})
+		wantBuckets = append(wantBuckets, HeatmapBucket{Start: b.Start, End: b.End, Slots: b.Slots})
 	}
 
 	// Each row's state, classified by the database clock as the report does.
@@ -166,15 +166,15 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 				in = &cs[i]
 			}
 		}
-		b := &wantBuckets[slices.IndexFunc(wantBuckets, func(b Bucket) bool { return !sl.Start.Before(b.Start) && sl.Start.Before(b.End) })]
+		b := &wantBuckets[slices.IndexFunc(wantBuckets, func(b HeatmapBucket) bool { return !sl.Start.Before(b.Start) && sl.Start.Before(b.End) })]
 		switch {
-		case in != nil && in.status == StatusComplete, in == nil && ok && r.status == StatusComplete:
+		case in != nil && in.status == statusComplete, in == nil && ok && r.status == statusComplete:
 			b.Complete++
-		case in != nil || r.status == StatusSkip:
+		case in != nil || r.status == statusSkip:
 			b.Skipped++
 		case !ok:
 			b.Missing++
-		case r.status == StatusAcquired:
+		case r.status == statusAcquired:
 			b.InFlight++
 		case r.kind == "parked":
 			b.Parked++
@@ -184,7 +184,7 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 			b.Open++
 		}
 		switch {
-		case in != nil && in.status == StatusComplete:
+		case in != nil && in.status == statusComplete:
 			want.Complete++
 		case in != nil:
 			want.Skip++
@@ -195,11 +195,11 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 			} else {
 				wantGaps = append(wantGaps, Gap{Start: sl.Start, End: sl.End, Slots: 1})
 			}
-		case r.status == StatusComplete:
+		case r.status == statusComplete:
 			want.Complete++
-		case r.status == StatusSkip:
+		case r.status == statusSkip:
 			want.Skip++
-		case r.status == StatusAcquired:
+		case r.status == statusAcquired:
 			want.Acquired++
 			if r.kind == "expired" {
 				want.LeaseExpired++
@@ -211,7 +211,7 @@ func (f *fixture) requireNaiveStatus(from, to time.Time, what string) {
 		default:
 			want.Backoff++
 		}
-		if ok && (r.status == StatusAvailable || r.status == StatusAcquired) && want.OldestOpen.IsZero() {
+		if ok && (r.status == statusAvailable || r.status == statusAcquired) && want.OldestOpen.IsZero() {
 			want.OldestOpen = sl.Start
 		}
 	}

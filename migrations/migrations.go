@@ -305,35 +305,33 @@ const (
 	dropSchemaSQL       = `DROP SCHEMA {{schema}}`
 )
 
-// DownPlan returns the SQL that Down(ctx, db, schema, to) would run now, for
-// a dry run: one transaction per applied migration newer than to, newest
-// first, and with to = 0 the removal of the version table and (when nothing
-// else is left in it) of the schema. It returns "" when there is nothing to
-// undo. It only reads.
-func DownPlan(ctx context.Context, db DB, schema string, to int) (string, error) {
+// DownPlan returns the SQL that Down would run on schema to undo the
+// migrations newer than version to, given the migrations as Status read
+// them (those with an AppliedAt are undone): one transaction per applied
+// migration newer than to, newest first, and with to = 0 the removal of the
+// version table and (when nothing else is left in it) of the schema. It
+// returns "" when no migration is applied. It runs nothing: the plan of a
+// dry run.
+func DownPlan(schema string, states []Migration, to int) (string, error) {
 	if to < 0 || to > Latest() {
 		return "", fmt.Errorf("migrate down to version %d: expected 0 to %d", to, Latest())
 	}
 	if err := sqlschema.Check(schema); err != nil {
 		return "", err
 	}
-	var have map[int]time.Time
-	err := retry.Do(ctx, func(ctx context.Context) error {
-		tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
-		if err != nil {
-			return err
+	have := map[int]bool{}
+	for _, m := range states {
+		if !m.AppliedAt.IsZero() {
+			have[m.Version] = true
 		}
-		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-		have, err = appliedVersions(ctx, tx, schema)
-		return err
-	})
-	if err != nil || have == nil {
-		return "", err
+	}
+	if len(have) == 0 {
+		return "", nil
 	}
 	var b strings.Builder
 	for i := len(all) - 1; i >= 0 && all[i].Version > to; i-- {
 		m := all[i]
-		if _, ok := have[m.Version]; !ok {
+		if !have[m.Version] {
 			continue
 		}
 		fmt.Fprintf(&b, "-- undo %s\nBEGIN;\n%s\n%s;\nCOMMIT;\n\n", m, strings.TrimSpace(m.downSQL(schema)),

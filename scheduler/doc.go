@@ -7,7 +7,7 @@
 //
 // It is for programs that run commands per slot. The root package names
 // Command too (almanac.Command) and runs it as the LeaseHandler of a
-// ModeLease job: ordinary programs need only the root package. The jobs'
+// lease-mode job: ordinary programs need only the root package. The jobs'
 // scheduler itself (triggers, catch-up, the shared worker pool, Drain) is
 // the root package's Client.
 package scheduler

@@ -21,12 +21,7 @@ var (
 	errName     = input.ErrName
 )
 
-var (
-	// ErrTooManySlots is returned by CheckRange for a range holding more
-	// slots than its caller allowed. It also matches ErrInvalid.
-	ErrTooManySlots = input.Kind("too many slots")
-	// ErrNoSlot is returned for a grid position whose local date the time
-	// zone skipped entirely (Pacific/Apia skipped 2011-12-30), so the slot
-	// there would be empty and does not exist. It also matches ErrInvalid.
-	ErrNoSlot = input.Kind("no such slot")
-)
+// ErrNoSlot is returned for a grid position whose local date the time zone
+// skipped entirely (Pacific/Apia skipped 2011-12-30), so the slot there
+// would be empty and does not exist. It also matches ErrInvalid.
+var ErrNoSlot = input.Kind("no such slot")

@@ -58,11 +58,11 @@ func TestOriginWhoseFirstSlotDoesNotFit(t *testing.T) {
 func TestRangeHoldingASlotBeyondTheLimit(t *testing.T) {
 	yearly := series(t, "P1Y", "UTC", "")
 	from := at(t, "9990-01-01T00:00:00Z", nil)
-	_, err := yearly.CheckRange(from, at(t, "9999-06-01T00:00:00Z", nil), 0)
+	_, err := yearly.Count(from, at(t, "9999-06-01T00:00:00Z", nil))
 	require.ErrorIs(t, err, slot.ErrRange)
 	require.Contains(t, err.Error(), "9999-01-01T00:00:00Z")
 	require.Contains(t, err.Error(), "9999-12-31")
-	n, err := yearly.CheckRange(from, at(t, "9999-01-01T00:00:00Z", nil), 0)
+	n, err := yearly.Count(from, at(t, "9999-01-01T00:00:00Z", nil))
 	require.NoError(t, err)
 	require.EqualValues(t, 9, n)
 	var slots int64

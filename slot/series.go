@@ -179,16 +179,16 @@ func (s Series) Prev(sl Slot) (Slot, error) {
 	return s.Floor(first.Add(-time.Microsecond))
 }
 
-// CheckRange validates the half-open range [from, to) for an operation and
-// returns how many slots start in it. The range must not be reversed, must
-// lie within [MinTime(), MaxTime()], must not hold the start of a slot that ends
-// after maxTime (such a slot does not exist: Slot returns errRange for it),
-// and must hold at most max slots (max <= 0 means no maximum). Errors wrap
-// errRange or ErrTooManySlots.
+// Count validates the half-open range [from, to) and returns how many
+// slots start in it, without iterating: O(1) for clock intervals, a few
+// boundary computations for calendar ones. The range must not be reversed,
+// must lie within [MinTime(), MaxTime()], and must not hold the start of a
+// slot that ends after MaxTime() (such a slot does not exist: Slot returns
+// an error for it); errors wrap ErrInvalid.
 //
 // No range can hold more slots than an int64 counts: the supported years
 // span 3.2e17 microseconds, the shortest possible interval.
-func (s Series) CheckRange(from, to time.Time, max int64) (int64, error) {
+func (s Series) Count(from, to time.Time) (int64, error) {
 	if to.Before(from) {
 		return 0, fmt.Errorf("%w: reversed, from %s is after to %s", errRange, FormatTime(from), FormatTime(to))
 	}
@@ -208,24 +208,13 @@ func (s Series) CheckRange(from, to time.Time, max int64) (int64, error) {
 				errRange, FormatTime(from), FormatTime(to), s.interval, FormatTime(start), FormatTime(maxTime), FormatTime(start))
 		}
 	}
-	if max > 0 && n > max {
-		return n, fmt.Errorf("%w: [%s, %s) holds %d %s slots, more than the maximum of %d",
-			ErrTooManySlots, FormatTime(from), FormatTime(to), n, s.interval, max)
-	}
 	return n, nil
-}
-
-// Count returns the number of slots that start in [from, to), without
-// iterating: O(1) for clock intervals, a few boundary computations for
-// calendar ones. It is CheckRange without a maximum.
-func (s Series) Count(from, to time.Time) (int64, error) {
-	return s.CheckRange(from, to, 0)
 }
 
 // Slots returns the slots that start in [from, to), in order, computed
 // lazily: memory stays constant whatever the range. The iteration ends
 // early at maxTime, and yields nothing for a reversed range or one outside
-// the supported years; validate the range with CheckRange first.
+// the supported years; validate the range with Count first.
 func (s Series) Slots(from, to time.Time) iter.Seq[Slot] {
 	return func(yield func(Slot) bool) {
 		if !from.Before(to) || !inLimits(from) || !inLimits(to) {

@@ -253,8 +253,9 @@ type failure struct {
 func (s *server) apiFailures(w http.ResponseWriter, r *http.Request) {
 	t, err := s.target(r, r.URL.Query().Get)
 	if err == nil {
-		var fs []almanac.FailedSlot
-		if fs, err = s.client.FailedSlots(r.Context(), t.series, t.from, t.to, maxFailures); err == nil {
+		var fs []almanac.Failure
+		if fs, _, err = s.client.Failures(r.Context(), almanac.FailuresOptions{Name: t.series.Name(), Interval: t.series.Interval().String(),
+			From: t.from, To: t.to, Limit: maxFailures, Latest: true}); err == nil {
 			out := make([]failure, len(fs))
 			for i, f := range fs {
 				state := "failed"
@@ -363,19 +364,19 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		switch action {
 		case "reopen":
-			var res almanac.ReopenResult
-			res, err = s.client.Reopen(ctx, t.series, t.from, t.to, almanac.ReopenOptions{Reason: reason})
-			result = fmt.Sprintf("re-opened %d slots%s", res.Reopened, held(len(res.Held)))
+			var res almanac.WriteResult
+			res, err = s.client.Reopen(ctx, t.series, t.from, t.to, almanac.WriteOptions{Reason: reason})
+			result = fmt.Sprintf("re-opened %d slots%s", res.Changed, held(len(res.Held)))
 		case "skip":
-			var res almanac.SkipResult
-			res, err = s.client.SkipRange(ctx, t.series, t.from, t.to, almanac.SkipOptions{Reason: reason})
-			result = fmt.Sprintf("skipped %d slots (%d missing ones created as skipped)%s", res.Skipped+res.Inserted, res.Inserted, held(len(res.Held)))
+			var res almanac.WriteResult
+			res, err = s.client.Skip(ctx, t.series, t.from, t.to, almanac.WriteOptions{Reason: reason})
+			result = fmt.Sprintf("skipped %d slots (%d missing ones created as skipped)%s", res.Changed, res.Inserted, held(len(res.Held)))
 		case "retry":
 			// Retry records its own message in the history; the reason
 			// goes to the log with the rest of the action.
-			var res almanac.RetryResult
-			res, err = s.client.Retry(ctx, t.series, t.from, t.to, almanac.RetryOptions{})
-			result = fmt.Sprintf("retrying %d slots now (%d were parked)%s", res.Retried, res.Unparked, held(len(res.Held)))
+			var res almanac.WriteResult
+			res, err = s.client.Retry(ctx, t.series, t.from, t.to, almanac.WriteOptions{})
+			result = fmt.Sprintf("retrying %d slots now (%d were parked)%s", res.Changed, res.Unparked, held(len(res.Held)))
 		default:
 			err = fmt.Errorf("%w: action %q; expected reopen, skip or retry", almanac.ErrInvalid, action)
 		}

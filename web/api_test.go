@@ -38,7 +38,7 @@ func TestAPI(t *testing.T) {
 		}
 	}
 	require.Equal(t, 200, getJSON(t, srv.URL+"/api/heatmap?series=orders&interval=PT1H", &h))
-	require.Equal(t, almanac.UnitSlot, h.Unit)
+	require.Equal(t, "slot", h.Unit)
 	require.Equal(t, map[string]int64{"slots": seedSlots, "complete": seedComplete, "skipped": seedSkipped, "open": seedOpen,
 		"inFlight": seedInFlight, "failed": seedFailed, "parked": seedParked, "missing": seedMissing}, h.Total)
 	require.Len(t, h.Rows, 7)
@@ -65,7 +65,7 @@ func TestAPI(t *testing.T) {
 
 	// Compacted slots count as they were, in the calendar and the series
 	// table, and a compacted slot's history says so.
-	_, err = f.client.Compact(context.Background(), almanac.CompactOptions{Before: f.day(29)})
+	_, err = f.client.Compact(context.Background(), f.day(29), almanac.WriteOptions{})
 	require.NoError(t, err)
 	srv = f.serve(t, web.Options{CacheTTL: -1}) // not the counts cached before
 	var after struct{ Total map[string]int64 }

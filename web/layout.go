@@ -81,27 +81,27 @@ type row struct {
 // interval iv.
 func rowUnit(unit string, iv slot.Interval) string {
 	switch unit {
-	case almanac.UnitSlot:
+	case "slot":
 		switch {
 		case iv.Months() > 0 || iv.Days() >= 28:
-			return almanac.UnitYear
+			return "year"
 		case iv.Days() > 0 || iv.Clock() >= 24*time.Hour:
-			return almanac.UnitMonth
+			return "month"
 		case iv.Clock() >= 30*time.Minute:
-			return almanac.UnitDay
+			return "day"
 		case iv.Clock() >= time.Minute:
-			return almanac.UnitHour
+			return "hour"
 		default:
-			return almanac.UnitMinute
+			return "minute"
 		}
-	case almanac.UnitMinute:
-		return almanac.UnitHour
-	case almanac.UnitHour:
-		return almanac.UnitDay
-	case almanac.UnitDay:
-		return almanac.UnitMonth
-	case almanac.UnitMonth:
-		return almanac.UnitYear
+	case "minute":
+		return "hour"
+	case "hour":
+		return "day"
+	case "day":
+		return "month"
+	case "month":
+		return "year"
 	default:
 		return "all"
 	}
@@ -112,11 +112,11 @@ func rowUnit(unit string, iv slot.Interval) string {
 // not 24 hours long says so.
 func rowLabel(unit string, t time.Time) string {
 	switch unit {
-	case almanac.UnitMinute:
+	case "minute":
 		return t.Format("Mon 2006-01-02 15:04 MST")
-	case almanac.UnitHour:
+	case "hour":
 		return t.Format("Mon 2006-01-02 15:00 MST")
-	case almanac.UnitDay:
+	case "day":
 		y, m, d := t.Date()
 		lo := time.Date(y, m, d, 0, 0, 0, 0, t.Location())
 		hours := time.Date(y, m, d+1, 0, 0, 0, 0, t.Location()).Sub(lo)
@@ -125,9 +125,9 @@ func rowLabel(unit string, t time.Time) string {
 			label += fmt.Sprintf(" (%s h)", strconv.FormatFloat(hours.Hours(), 'f', -1, 64))
 		}
 		return label
-	case almanac.UnitMonth:
+	case "month":
 		return t.Format("January 2006")
-	case almanac.UnitYear:
+	case "year":
 		return t.Format("2006")
 	default:
 		return "All years"
@@ -138,7 +138,7 @@ func rowLabel(unit string, t time.Time) string {
 func cellText(unit string, step int, b almanac.HeatmapBucket, iv slot.Interval) (string, string) {
 	t := b.Start
 	switch unit {
-	case almanac.UnitSlot:
+	case "slot":
 		label := b.Start.Format("Mon 2006-01-02 15:04 MST")
 		if b.Start.Second() != 0 {
 			label = b.Start.Format("Mon 2006-01-02 15:04:05 MST")
@@ -155,13 +155,13 @@ func cellText(unit string, step int, b almanac.HeatmapBucket, iv slot.Interval) 
 		default:
 			return t.Format("05"), label
 		}
-	case almanac.UnitMinute:
+	case "minute":
 		return t.Format("04"), t.Format("2006-01-02 15:04 MST")
-	case almanac.UnitHour:
+	case "hour":
 		return t.Format("15"), t.Format("2006-01-02 15:00 MST")
-	case almanac.UnitDay:
+	case "day":
 		return t.Format("02"), t.Format("Mon 2 January 2006")
-	case almanac.UnitMonth:
+	case "month":
 		return t.Format("Jan"), t.Format("January 2006")
 	default:
 		if step > 1 {

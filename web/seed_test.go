@@ -84,7 +84,7 @@ func seed(t testing.TB) *fixture {
 	f.exec(`DELETE FROM {{schema}}.slot WHERE slot_start >= $1 AND slot_start < $2`, f.at(27, 13), f.at(27, 16))
 	f.exec(`UPDATE {{schema}}.slot SET status = 'ACQUIRED', owner = gen_random_uuid(), lease_until = now() + interval '1 hour'
 		WHERE slot_start = $1`, f.at(31, 20))
-	_, err = client.Materialize(ctx, s, f.day(32), f.day(33), almanac.MaterializeOptions{})
+	_, err = client.Materialize(ctx, s, f.day(32), f.day(33), almanac.WriteOptions{})
 	require.NoError(t, err)
 	return f
 }

@@ -28,16 +28,15 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/defaults"
 )
 
-// DefaultBuckets is the default of Options.Buckets.
-const DefaultBuckets = 1000
-
-// DefaultCacheTTL is the default of Options.CacheTTL.
-const DefaultCacheTTL = 10 * time.Second
-
-// DefaultSessionTTL is the default of Options.SessionTTL.
-const DefaultSessionTTL = 12 * time.Hour
+// Defaults of Options, stated on its fields.
+const (
+	defaultBuckets    = 1000
+	defaultCacheTTL   = 10 * time.Second
+	defaultSessionTTL = 12 * time.Hour
+)
 
 // Options configure the Handler. The zero value serves a read-only page.
 type Options struct {
@@ -49,16 +48,16 @@ type Options struct {
 	// Compared in constant time; never logged or shown.
 	Token string
 	// Buckets is the most cells a coverage calendar shows at once (1 to
-	// almanac.MaxHeatmapBuckets). Default DefaultBuckets.
+	// 10,000). Default 1000.
 	Buckets int
 	// CacheTTL is how long a computed calendar (and a series' totals) is
 	// reused for the same view: the calendar of a whole series reads all
 	// of its rows, about half a second for a million slots. The page says
 	// how old what it shows is, and an action taken through the page
-	// drops every cached view. Default DefaultCacheTTL; negative: never
+	// drops every cached view. Default 10 s; negative: never
 	// reuse.
 	CacheTTL time.Duration
-	// SessionTTL is how long a login lasts. Default DefaultSessionTTL.
+	// SessionTTL is how long a login lasts. Default 12 h.
 	SessionTTL time.Duration
 	// Logger receives the actions taken (who, what, why) and the errors
 	// that are answered with a generic message. Default: silent.
@@ -84,14 +83,14 @@ type server struct {
 // Its paths are relative ("", "api/…", "assets/…"), so it can be mounted
 // under any prefix with http.StripPrefix.
 func Handler(client *almanac.Client, opts Options) http.Handler {
-	if opts.Buckets <= 0 || opts.Buckets > almanac.MaxHeatmapBuckets {
-		opts.Buckets = DefaultBuckets
+	if opts.Buckets <= 0 || opts.Buckets > defaults.MaxHeatmapBuckets {
+		opts.Buckets = defaultBuckets
 	}
 	if opts.CacheTTL == 0 {
-		opts.CacheTTL = DefaultCacheTTL
+		opts.CacheTTL = defaultCacheTTL
 	}
 	if opts.SessionTTL <= 0 {
-		opts.SessionTTL = DefaultSessionTTL
+		opts.SessionTTL = defaultSessionTTL
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -60,7 +60,7 @@ func materialize(ctx context.Context, e *env, id string, n int) ([]Row, error) {
 	sides, err := e.interleave(ctx,
 		func(ctx context.Context) (float64, error) {
 			return timed(ctx, func() (int64, error) {
-				res, err := cov.Materialize(ctx, at(0), at(n), coverage.MaterializeOptions{})
+				res, err := cov.Materialize(ctx, at(0), at(n), coverage.WriteOptions{})
 				return res.Inserted, err
 			})
 		},

@@ -445,11 +445,11 @@ func (l *load) feed(ctx context.Context) error {
 		}
 		// Not cancelled midway: a re-open that commits is always counted.
 		res, err := l.cov.Reopen(context.WithoutCancel(ctx), at(next), at(next+l.size.chunk),
-			coverage.ReopenOptions{Reason: "bench", States: []string{coverage.StatusComplete}})
+			coverage.WriteOptions{Reason: "bench", States: []string{"COMPLETE"}})
 		if err != nil {
 			return err
 		}
-		l.reopened.Add(res.Reopened)
+		l.reopened.Add(res.Changed)
 		l.reopens.fire()
 		next = (next + l.size.chunk) % l.size.window
 	}

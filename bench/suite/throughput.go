@@ -12,13 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/acquire"
-	"github.com/almanacdev/almanac/scheduler"
 	"github.com/almanacdev/almanac/slot"
 )
 
 // batchSize is the slots per transaction of batched locked mode and per
-// claim of lease mode: the scheduler's default batch.
-const batchSize = scheduler.DefaultBatch
+// claim of lease mode: the default of almanac.Job.Batch.
+const batchSize = 100
 
 // step handles some slots, records each handler run in c, and says how
 // many it handled; 0 when none was acquirable.

@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/coverage"
-	"github.com/almanacdev/almanac/scheduler"
 )
 
 const (
@@ -61,15 +61,14 @@ func runWake(ctx context.Context, e *env) ([]Row, error) {
 	}
 	started := make(chan start, wakeSlots)
 	finished := make(chan struct{}, wakeSlots)
-	sched := scheduler.New(pool, scheduler.Options{Schema: s.name, Concurrency: 1,
-		OnResult: func(scheduler.Result) {
-			select {
-			case finished <- struct{}{}:
-			default:
-			}
-		}})
-	err = sched.Add(scheduler.Job{Series: grid, Start: at(0), End: at(wakeSlots), Mode: scheduler.Locked,
-		Handler: func(ctx context.Context, _ pgx.Tx, sl acquire.Slot) error {
+	// The client says in its log (at debug) when an outcome is recorded.
+	client, err := almanac.New(pool, almanac.Options{Schema: s.name, Concurrency: 1,
+		Logger: slog.New(completions{finished})})
+	if err != nil {
+		return nil, err
+	}
+	err = client.Register(almanac.Job{Series: grid, From: at(0), To: at(wakeSlots),
+		Handler: func(ctx context.Context, _ pgx.Tx, sl almanac.Slot) error {
 			select {
 			case started <- start{sl.Start, time.Now()}:
 			case <-ctx.Done():
@@ -79,25 +78,22 @@ func runWake(ctx context.Context, e *env) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- sched.Run(runCtx) }()
-	defer func() {
-		stop()
-		<-stopped
-	}()
+	if err := client.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer func() { _ = client.Stop(context.WithoutCancel(ctx)) }()
 
 	// reopen re-opens slot k once the worker is idle and returns how long
 	// until the worker started it, once it has recorded the outcome.
 	reopen := func(ctx context.Context, k int) (time.Duration, error) {
 		time.Sleep(idleAfter)
 		t0 := time.Now()
-		res, err := cov.Reopen(ctx, at(k), at(k+1), coverage.ReopenOptions{Reason: "bench"})
+		res, err := cov.Reopen(ctx, at(k), at(k+1), coverage.WriteOptions{Reason: "bench"})
 		if err != nil {
 			return 0, err
 		}
-		if res.Reopened != 1 {
-			return 0, fmt.Errorf("re-opened %d slots, expected 1", res.Reopened)
+		if res.Changed != 1 {
+			return 0, fmt.Errorf("re-opened %d slots, expected 1", res.Changed)
 		}
 		timeout := time.After(wakeTimeout)
 		var latency time.Duration
@@ -107,8 +103,6 @@ func runWake(ctx context.Context, e *env) ([]Row, error) {
 				if st.slot.Equal(at(k)) {
 					latency = max(st.at.Sub(t0), time.Nanosecond)
 				}
-			case err := <-stopped:
-				return 0, fmt.Errorf("scheduler stopped: %v", err)
 			case <-timeout:
 				return 0, errWakeTimeout
 			}
@@ -178,6 +172,25 @@ func runWake(ctx context.Context, e *env) ([]Row, error) {
 			wakeFigure, notifyFigure, p99[0], p99[1], nil),
 	}, nil
 }
+
+// completions is a log handler that signals every outcome a client records
+// ("almanac: slot completed", at debug).
+type completions struct{ done chan<- struct{} }
+
+func (completions) Enabled(context.Context, slog.Level) bool { return true }
+
+func (c completions) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "almanac: slot completed" {
+		select {
+		case c.done <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (c completions) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c completions) WithGroup(string) slog.Handler      { return c }
 
 // notifyProbe times a bare NOTIFY, committed on its own, until a LISTEN
 // connection receives it: the floor of any wake-up through PostgreSQL.

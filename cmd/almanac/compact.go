@@ -62,7 +62,8 @@ history --prune removes it. Open and missing slots are never compacted.`,
 			if len(args) == 0 && interval != "" {
 				return usagef("--interval %q needs a series NAME; without one, every series is compacted", interval)
 			}
-			opts := almanac.CompactOptions{DryRun: dryRun}
+			var series []almanac.Series
+			var at time.Time
 			loc := time.UTC
 			var c *almanac.Client
 			if len(args) == 1 {
@@ -75,7 +76,7 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				if c, s, err = a.openSeries(ctx, args[0], iv); err != nil {
 					return err
 				}
-				opts.Series, loc = []almanac.Series{s}, s.Location()
+				series, loc = []almanac.Series{s}, s.Location()
 			} else {
 				var err error
 				if c, err = a.connectMigrated(ctx); err != nil {
@@ -83,37 +84,36 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				}
 			}
 			if olderThan != "" {
-				opts.Before = time.Now().Add(-age)
+				at = time.Now().Add(-age)
 			} else {
 				var err error
-				if opts.Before, err = slot.ParseTime(before, loc); err != nil {
+				if at, err = slot.ParseTime(before, loc); err != nil {
 					return usageError(fmt.Errorf("--before: %w", err))
 				}
 			}
 			bar, clear := a.progressBar("compact")
-			opts.Progress = bar
-			res, err := c.Compact(ctx, opts)
+			res, err := c.Compact(ctx, at, almanac.WriteOptions{DryRun: dryRun, Progress: bar}, series...)
 			clear()
 			if err != nil {
 				return err
 			}
-			series := len(opts.Series)
-			if series == 0 {
+			n := len(series)
+			if n == 0 {
 				all, err := c.ListSeries(ctx)
 				if err != nil {
 					return err
 				}
-				series = len(all)
+				n = len(all)
 			}
-			at := opts.Before.In(loc).Format(time.RFC3339)
+			by := at.In(loc).Format(time.RFC3339)
 			if a.json {
-				return a.printJSON(compactResult{DryRun: dryRun, Before: at, Series: series, Compacted: res.Compacted, Ranges: res.Ranges})
+				return a.printJSON(compactResult{DryRun: dryRun, Before: by, Series: n, Compacted: res.Changed, Ranges: res.Ranges})
 			}
 			if dryRun {
-				fmt.Fprintf(a.stdout, "dry run: would compact %d finished slot(s) of %d series ending by %s\n", res.Compacted, series, at)
+				fmt.Fprintf(a.stdout, "dry run: would compact %d finished slot(s) of %d series ending by %s\n", res.Changed, n, by)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "compacted %d finished slot(s) of %d series ending by %s; %d compacted range(s)\n", res.Compacted, series, at, res.Ranges)
+			fmt.Fprintf(a.stdout, "compacted %d finished slot(s) of %d series ending by %s; %d compacted range(s)\n", res.Changed, n, by, res.Ranges)
 			return nil
 		},
 	}

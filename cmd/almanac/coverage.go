@@ -91,13 +91,18 @@ func (f *rangeFlags) resolve(grid almanac.Series) (from, to time.Time, err error
 	return from, to, f.checkSize(grid, from, to)
 }
 
+// errTooManySlots is wrapped by the error for a range larger than
+// --max-slots; it matches almanac.ErrInvalid.
+var errTooManySlots = input.Kind("too many slots")
+
 func (f *rangeFlags) checkSize(grid almanac.Series, from, to time.Time) error {
-	n, err := grid.CheckRange(from, to, f.maxSlots)
-	if errors.Is(err, almanac.ErrTooManySlots) {
-		return usageError(fmt.Errorf("%w; raise --max-slots to %d to allow it", err, n))
-	}
+	n, err := grid.Count(from, to)
 	if err != nil {
 		return usageError(err)
+	}
+	if n > f.maxSlots {
+		return usageError(fmt.Errorf("%w: [%s, %s) holds %d %s slots, more than the maximum of %d; raise --max-slots to %d to allow it",
+			errTooManySlots, slot.FormatTime(from), slot.FormatTime(to), n, grid.Interval(), f.maxSlots, n))
 	}
 	return nil
 }
@@ -160,7 +165,7 @@ func (a *app) operator() string {
 // progressBar returns the progress callback of an operation, and a function
 // that clears the bar before output: a bar only on a terminal, never with
 // --json.
-func (a *app) progressBar(label string) (almanac.ProgressFunc, func()) {
+func (a *app) progressBar(label string) (func(done, total int64), func()) {
 	bar := progress.ForTerminal(a.stderr, label, !a.json)
 	if bar == nil {
 		return nil, func() {}

@@ -93,7 +93,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	bar := progress.ForTerminal(a.stderr, "   materializing", !a.json)
-	res, err := client.Materialize(ctx, series, from, to, almanac.MaterializeOptions{Progress: bar.Set})
+	res, err := client.Materialize(ctx, series, from, to, almanac.WriteOptions{Progress: bar.Set})
 	bar.Clear()
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return report(ctx, tx, s)
 	}
 	chaos, err := runDemoWorkers(ctx, pool, schema, job, func() bool {
-		st, err := client.Counts(ctx, series, from, to)
+		st, err := client.Status(ctx, series, from, to)
 		return err == nil && st.Complete == res.Slots
 	})
 	if err != nil {
@@ -136,14 +136,14 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	reopenedAt := time.Now()
-	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, almanac.ReopenOptions{Reason: "late data from sensor 9"})
+	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, almanac.WriteOptions{Reason: "late data from sensor 9"})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "4. late data for %s to %s: re-opened %d windows", lateFrom.Format("Jan 2 15:04"), lateTo.Format("15:04"), reopened.Reopened)
+	fmt.Fprintf(out, "4. late data for %s to %s: re-opened %d windows", lateFrom.Format("Jan 2 15:04"), lateTo.Format("15:04"), reopened.Changed)
 	if _, err := runDemoWorkers(ctx, pool, schema, job, func() bool {
-		st, err := client.Counts(ctx, series, lateFrom, lateTo)
-		return err == nil && st.Complete == reopened.Reopened
+		st, err := client.Status(ctx, series, lateFrom, lateTo)
+		return err == nil && st.Complete == reopened.Changed
 	}); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 	fmt.Fprintf(out, "\nverified: %s slots, %s report rows, %d duplicates, %d re-opened windows recomputed once (%.1f s)\n",
 		thousands(status.Slots), thousands(rows), duplicates, recomputed, time.Since(began).Seconds())
-	if rows != status.Slots || duplicates != 0 || status.Complete != status.Slots || status.Missing != 0 || recomputed != reopened.Reopened {
+	if rows != status.Slots || duplicates != 0 || status.Complete != status.Slots || status.Missing != 0 || recomputed != reopened.Changed {
 		return problemError(errors.New("verification failed: the numbers above should match"))
 	}
 	return nil

@@ -61,7 +61,7 @@ missing, for monitoring.
 				res.Gaps = append(res.Gaps, gapJSON{formatIn(grid, g.Start), formatIn(grid, g.End), g.Slots})
 				res.Missing += g.Slots
 			}
-			n, err := c.Counts(ctx, grid, from, to)
+			n, err := c.Status(ctx, grid, from, to)
 			if err != nil {
 				return fmt.Errorf("gaps: %w", err)
 			}

@@ -140,7 +140,7 @@ older ones as they run, and --prune does it now.`,
 				if err != nil {
 					return err
 				}
-				n, err := c.PruneHistory(ctx, almanac.PruneOptions{DryRun: dryRun})
+				n, err := c.PruneHistory(ctx, almanac.WriteOptions{DryRun: dryRun})
 				if err != nil {
 					return err
 				}

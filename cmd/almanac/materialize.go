@@ -37,7 +37,7 @@ processes at once; each slot is inserted once.
 				return err
 			}
 			bar, clear := a.progressBar("materialize")
-			res, err := c.Materialize(ctx, grid, from, to, almanac.MaterializeOptions{DryRun: dryRun, Progress: bar})
+			res, err := c.Materialize(ctx, grid, from, to, almanac.WriteOptions{DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("materialize: %w", err)

@@ -95,7 +95,11 @@ SQL it would run and changes nothing.`,
 				return err
 			}
 			if dryRun || !yes {
-				plan, err := c.MigrateDownPlan(ctx, to)
+				states, err := c.Migrations(ctx)
+				if err != nil {
+					return fmt.Errorf("migrate down: %w", err)
+				}
+				plan, err := migrations.DownPlan(a.schema, states, to)
 				if err != nil {
 					return fmt.Errorf("migrate down: %w", err)
 				}

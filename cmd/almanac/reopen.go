@@ -54,19 +54,19 @@ notice: re-open them once they finish.
 				return err
 			}
 			bar, clear := a.progressBar("reopen")
-			res, err := c.Reopen(ctx, grid, from, to, almanac.ReopenOptions{Reason: reason, States: which, Parked: parked, DryRun: dryRun, Progress: bar})
+			res, err := c.Reopen(ctx, grid, from, to, almanac.WriteOptions{Reason: reason, States: which, Parked: parked, DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("reopen: %w", err)
 			}
 			if a.json {
-				err = a.printJSON(reopenResult{toRangeJSON(grid, from, to), dryRun, res.Reopened, toHeldJSON(grid, res.Held)})
+				err = a.printJSON(reopenResult{toRangeJSON(grid, from, to), dryRun, res.Changed, toHeldJSON(grid, res.Held)})
 			} else {
 				verb := "reopened"
 				if dryRun {
 					verb = "dry run: would reopen"
 				}
-				fmt.Fprintf(a.stdout, "%s %d slot(s) of %s\n", verb, res.Reopened, describeRange(grid, from, to))
+				fmt.Fprintf(a.stdout, "%s %d slot(s) of %s\n", verb, res.Changed, describeRange(grid, from, to))
 				err = printHeld(a.stdout, grid, res.Held)
 			}
 			if err == nil && len(res.Held) > 0 {

@@ -37,19 +37,19 @@ recorded in its history with --actor (see history).
 				return err
 			}
 			bar, clear := a.progressBar("retry")
-			res, err := c.Retry(ctx, grid, from, to, almanac.RetryOptions{DryRun: dryRun, Progress: bar})
+			res, err := c.Retry(ctx, grid, from, to, almanac.WriteOptions{DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("retry: %w", err)
 			}
 			if a.json {
-				return a.printJSON(retryResult{toRangeJSON(grid, from, to), dryRun, res.Retried, res.Unparked, toHeldJSON(grid, res.Held)})
+				return a.printJSON(retryResult{toRangeJSON(grid, from, to), dryRun, res.Changed, res.Unparked, toHeldJSON(grid, res.Held)})
 			}
 			verb := "retrying"
 			if dryRun {
 				verb = "dry run: would retry"
 			}
-			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s now (%d were parked)\n", verb, res.Retried, describeRange(grid, from, to), res.Unparked)
+			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s now (%d were parked)\n", verb, res.Changed, describeRange(grid, from, to), res.Unparked)
 			return printHeld(a.stdout, grid, res.Held)
 		},
 	}

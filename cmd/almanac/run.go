@@ -258,14 +258,14 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, name, program string, a
 		}
 		if !start.IsZero() {
 			// Every slot of the range must exist (end by slot.MaxTime()).
-			if _, err := grid.CheckRange(start, end, 0); err != nil {
+			if _, err := grid.Count(start, end); err != nil {
 				return usageError(fmt.Errorf("--from and --to: %w", err))
 			}
 		}
 	}
 
 	job := almanac.Job{
-		Series: grid, Schedule: f.schedule, CatchUp: catchUp, From: start, To: end, Mode: almanac.ModeLease,
+		Series: grid, Schedule: f.schedule, CatchUp: catchUp, From: start, To: end,
 		LeaseHandler: command.LeaseHandler(),
 		Policy:       almanac.Policy{Lag: lag, LeaseTTL: leaseTTL, StopBefore: stopBefore, MaxAttempts: f.maxAttempts},
 	}

@@ -105,7 +105,8 @@ func parseGrid(name, interval, tz, origin string) (almanac.Series, error) {
 	if interval == "" {
 		return almanac.Series{}, usagef("--interval is required, e.g. --interval PT5M")
 	}
-	if _, err := slot.ParseInterval(interval); err != nil {
+	iv, err := slot.ParseInterval(interval)
+	if err != nil {
 		return almanac.Series{}, usageError(fmt.Errorf("--interval: %w", err))
 	}
 	loc, err := slot.LoadZone(tz)
@@ -118,7 +119,7 @@ func parseGrid(name, interval, tz, origin string) (almanac.Series, error) {
 			return almanac.Series{}, usageError(fmt.Errorf("--origin: %w", err))
 		}
 	}
-	grid, err := almanac.NewSeries(name, interval, almanac.SeriesOptions{TimeZone: tz, Origin: o})
+	grid, err := slot.NewSeries(name, iv, loc, o)
 	if err != nil {
 		return almanac.Series{}, usageError(err)
 	}

@@ -77,13 +77,13 @@ offset, then the interval or the end).
 				return err
 			}
 			bar, clear := a.progressBar("skip")
-			res, err := c.SkipRange(ctx, grid, from, to, almanac.SkipOptions{Reason: reason, DryRun: dryRun, Progress: bar})
+			res, err := c.Skip(ctx, grid, from, to, almanac.WriteOptions{Reason: reason, DryRun: dryRun, Progress: bar})
 			clear()
 			if err != nil {
 				return fmt.Errorf("skip: %w", err)
 			}
 			if a.json {
-				return a.printJSON(skipResult{toRangeJSON(grid, from, to), dryRun, res.Skipped, res.Inserted,
+				return a.printJSON(skipResult{toRangeJSON(grid, from, to), dryRun, res.Changed - res.Inserted, res.Inserted,
 					res.Complete, res.AlreadySkipped, toHeldJSON(grid, res.Held)})
 			}
 			skipped, inserted := "skipped", "inserted"
@@ -91,7 +91,7 @@ offset, then the interval or the end).
 				skipped, inserted = "dry run: would skip", "would insert"
 			}
 			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s and %s %d missing one(s) as SKIP; left alone: %d complete, %d already skipped\n",
-				skipped, res.Skipped, describeRange(grid, from, to), inserted, res.Inserted, res.Complete, res.AlreadySkipped)
+				skipped, res.Changed-res.Inserted, describeRange(grid, from, to), inserted, res.Inserted, res.Complete, res.AlreadySkipped)
 			return printHeld(a.stdout, grid, res.Held)
 		},
 	}

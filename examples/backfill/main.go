@@ -70,7 +70,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 	// without the data it should have counted. Idle workers are woken when
 	// the transaction commits.
 	var late int64
-	var reopened almanac.ReopenResult
+	var reopened almanac.WriteResult
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		s := pgx.Identifier{schema}.Sanitize()
 		tag, err := tx.Exec(ctx, `INSERT INTO `+s+`.sensor_reading
@@ -80,7 +80,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 			return err
 		}
 		late = tag.RowsAffected()
-		reopened, err = client.ReopenTx(ctx, tx, series, lateFrom, lateTo, almanac.ReopenOptions{Reason: "late data from sensor 9"})
+		reopened, err = client.ReopenTx(ctx, tx, series, lateFrom, lateTo, almanac.WriteOptions{Reason: "late data from sensor 9"})
 		return err
 	})
 	if err != nil {
@@ -92,7 +92,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, schema string, out io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "re-opened %d windows: %d available, %d complete\n", reopened.Reopened, status.Available, status.Complete)
+	fmt.Fprintf(out, "re-opened %d windows: %d available, %d complete\n", reopened.Changed, status.Available, status.Complete)
 
 	summary, err = client.Drain(ctx)
 	if err != nil {

@@ -43,12 +43,12 @@ func run(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	err = client.Register(almanac.Job{
 		Series: windows,
+		Policy: almanac.Policy{Lag: time.Minute},
 		Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 			// Commits together with the slot's COMPLETE, or not at all.
 			_, err := tx.Exec(ctx, `INSERT INTO report (slot, rows) VALUES ($1, 42)`, s.String())
 			return err
 		},
-		Policy: almanac.Policy{Lag: time.Minute},
 	})
 	if err != nil {
 		return err

@@ -447,14 +447,14 @@ func (r *round) reopen(f plannedFault) (string, error) {
 		return "", err
 	}
 	defer closeConn()
-	res, err := c.Reopen(ctx, minute(lo), minute(lo+width), coverage.ReopenOptions{
-		States: []string{coverage.StatusComplete}, Reason: "chaos: late data"})
+	res, err := c.Reopen(ctx, minute(lo), minute(lo+width), coverage.WriteOptions{
+		States: []string{"COMPLETE"}, Reason: "chaos: late data"})
 	if err != nil {
 		return "", fmt.Errorf("reopen as %s: %w", hostileRole, err)
 	}
-	r.reopened.Add(res.Reopened)
+	r.reopened.Add(res.Changed)
 	return fmt.Sprintf("[%s, %s): %d re-opened, %d held", minute(lo).Format(time.RFC3339), minute(lo+width).Format(time.RFC3339),
-		res.Reopened, len(res.Held)), nil
+		res.Changed, len(res.Held)), nil
 }
 
 // materialize inserts the rest of the range with three concurrent
@@ -483,7 +483,7 @@ func (r *round) materialize(f plannedFault) (string, error) {
 				return
 			}
 			defer closeConn()
-			res, err := c.Materialize(ctx, minute(p[0]), minute(p[1]), coverage.MaterializeOptions{})
+			res, err := c.Materialize(ctx, minute(p[0]), minute(p[1]), coverage.WriteOptions{})
 			inserted[i], errs[i] = res.Inserted, err
 		})
 	}

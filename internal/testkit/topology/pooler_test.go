@@ -101,17 +101,19 @@ func (p *poolerCase) library(t *testing.T) {
 		_, err := tx.Exec(ctx, `INSERT INTO `+effect+` VALUES ($1, $2, $3)`, s.Name, s.Slot.String(), s.Fence)
 		return err
 	}
-	modes := []almanac.Mode{almanac.ModeLocked, almanac.ModeLockedBatch, almanac.ModeLease}
 	var grids []almanac.Series
-	for _, mode := range modes {
-		grid, err := client.Series(ctx, "pooled_"+mode.String(), "PT1M", almanac.SeriesOptions{})
+	for _, mode := range []string{"locked", "batch", "lease"} {
+		grid, err := client.Series(ctx, "pooled_"+mode, "PT1M", almanac.SeriesOptions{})
 		require.NoError(t, err)
 		grids = append(grids, grid)
-		res, err := client.Materialize(ctx, grid, rangeFrom, to, almanac.MaterializeOptions{})
+		res, err := client.Materialize(ctx, grid, rangeFrom, to, almanac.WriteOptions{})
 		require.NoError(t, err)
 		require.EqualValues(t, perSeries, res.Inserted)
-		job := almanac.Job{Series: grid, From: rangeFrom, To: to, Mode: mode, Batch: 7, Handler: record}
-		if mode == almanac.ModeLease {
+		job := almanac.Job{Series: grid, From: rangeFrom, To: to, Handler: record}
+		if mode == "batch" {
+			job.Batch = 7
+		}
+		if mode == "lease" {
 			job.Handler = nil
 			job.LeaseHandler = func(ctx context.Context, l *acquire.Lease) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -253,9 +255,9 @@ func (p *poolerCase) wakeWith(t *testing.T, name string, flags []string, listens
 	require.NoError(t, err)
 	grid, err := client.Series(ctx, series, "PT1M", almanac.SeriesOptions{})
 	require.NoError(t, err)
-	res, err := client.Reopen(ctx, grid, rangeFrom, rangeFrom.Add(time.Minute), almanac.ReopenOptions{Reason: "topology test"})
+	res, err := client.Reopen(ctx, grid, rangeFrom, rangeFrom.Add(time.Minute), almanac.WriteOptions{Reason: "topology test"})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, res.Reopened)
+	require.EqualValues(t, 1, res.Changed)
 
 	waitFor(t, s, 2*defaultPoll+10*time.Second, "the re-opened slot runs again", func() bool {
 		return len(readRuns(t, runs)) > before

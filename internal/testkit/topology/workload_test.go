@@ -55,7 +55,7 @@ func newWorkload(t *testing.T, url, schema, series string, slots int) *workload 
 	require.NoError(t, err)
 	w.grid, err = w.client.Series(ctx, series, "PT1M", almanac.SeriesOptions{})
 	require.NoError(t, err)
-	res, err := w.client.Materialize(ctx, w.grid, rangeFrom, w.to(), almanac.MaterializeOptions{})
+	res, err := w.client.Materialize(ctx, w.grid, rangeFrom, w.to(), almanac.WriteOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, slots, res.Inserted)
 	return w

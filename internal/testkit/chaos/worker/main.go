@@ -205,7 +205,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		_ = retry(ctx, logger, "materialize", func() error {
 			c, err := coverage.New(ctx, pool, w.grid, coverage.Options{Schema: cfg.schema, ChunkSize: 100})
 			if err == nil {
-				_, err = c.Materialize(ctx, cfg.matFrom, cfg.matTo, coverage.MaterializeOptions{})
+				_, err = c.Materialize(ctx, cfg.matFrom, cfg.matTo, coverage.WriteOptions{})
 			}
 			return err
 		})
