@@ -18,8 +18,8 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/progress"
-	"github.com/almanacdev/almanac/internal/sensor"
-	"github.com/almanacdev/almanac/internal/testkit/pgcluster"
+	"github.com/almanacdev/almanac/internal/demo/sensor"
+	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 )
 
 // The demo's shape: a week of five-minute windows.

@@ -20,7 +20,7 @@ import (
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/longtest"
-	"github.com/almanacdev/almanac/internal/testkit/pgcluster"
+	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 	"github.com/almanacdev/almanac/migrations"
 	"github.com/almanacdev/almanac/slot"
 )

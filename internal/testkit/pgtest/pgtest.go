@@ -34,7 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/almanacdev/almanac/internal/testkit/pgcluster"
+	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 	"github.com/almanacdev/almanac/migrations"
 )
 

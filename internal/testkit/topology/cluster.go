@@ -7,7 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 
-	"github.com/almanacdev/almanac/internal/testkit/pgcluster"
+	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 )
 
 // Cluster is a throwaway PostgreSQL cluster (see pgcluster) kept in a work

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/internal/testkit/pgcluster"
+	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 )
 
 // TestConnectionsPerProcess counts, on a server of its own, the

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/almanacdev/almanac/internal/testkit/pgcluster"
+	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 )
 
 // dirPrefix names the components' directories under os.TempDir(). Each

@@ -1,5 +1,6 @@
-// Package sensor is the domain of the examples: readings from sensors and a
-// report per five-minute window counting them. It is the DTM story: "count
+// Package sensor is the data of `almanac demo`: readings from sensors and
+// a report per five-minute window counting them (examples/report tells the
+// same story as a program of its own). It is the DTM story: "count
 // the sensor records of each five-minute window that began six minutes
 // ago", where every window must be reported exactly once and recomputed
 // when late data arrives.

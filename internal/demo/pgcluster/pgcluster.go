@@ -1,6 +1,8 @@
 // Package pgcluster starts and controls a throwaway PostgreSQL cluster: a
-// private data directory and server process on a free local port, for tests,
-// the demo and chaos experiments.
+// private data directory and server process on a free local port. It is
+// the database of `almanac demo`, which the almanac binary links, and the
+// test harness (internal/testkit) starts one too when no server is given,
+// and for chaos experiments.
 //
 // A cluster lives in one directory (Options.Dir) laid out as:
 //
