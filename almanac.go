@@ -77,7 +77,7 @@ type Options struct {
 	// idle workers poll every PollInterval.
 	ListenURL string
 	// ChunkSize bounds the slots one transaction of a coverage operation
-	// writes (Materialize, Reopen, SkipRange, Retry), so that a backfill of
+	// writes (Materialize, Reopen, Skip, Retry, Compact), so that a backfill of
 	// millions of slots holds locks for about a second at a time. Default
 	// 50,000.
 	ChunkSize int

@@ -192,7 +192,7 @@ const afterStop = 5 * time.Second
 // outcomeRetryLimit passes: an outcome that could not be written while the
 // database failed over must not make the slot run a second time. Other
 // workers leave an expired lease to its holder for a grace period
-// (acquire.Options.TakeoverGrace), and the holder retries eagerly.
+// (Policy.TakeoverGrace), and the holder retries eagerly.
 func (e *engine) runLease(ctx context.Context, j *job, l *acquire.Lease, claimStart time.Time) acquire.Result {
 	stop := j.queue.KeepAlive(ctx, []*acquire.Lease{l})
 	defer stop()
