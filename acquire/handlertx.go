@@ -306,3 +306,8 @@ func (b errBatchResults) Query() (pgx.Rows, error)         { return nil, b.err }
 func (b errBatchResults) QueryRow() pgx.Row                { return errRow{b.err} }
 func (b errBatchResults) Close() error                     { return b.err }
 func (b errBatchResults) Tx() pgx.Tx                       { return nil }
+
+// ErrTxManaged is returned when a handler calls Commit or Rollback on the
+// transaction it was given: the transaction belongs to almanac, which ends
+// it with the slot's outcome.
+var ErrTxManaged = errors.New("the slot's transaction is managed by almanac: return from the handler instead of committing or rolling back")

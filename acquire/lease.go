@@ -677,3 +677,19 @@ func marshalData(data any) (*string, error) {
 	s := string(b)
 	return &s, nil
 }
+
+// ErrLeaseLost is returned by every guarded write of a lease (Finish,
+// CompleteTx, Release, Checkpoint, Extend) when the slot
+// is no longer held by this owner with this fencing token: the lease expired
+// and another worker took the slot over, it was ejected, or it was
+// re-opened. Nothing was changed. Roll back whatever depends on the lease.
+var ErrLeaseLost = errors.New("lease lost")
+
+// ErrHeld is returned by Eject when the slot is held in locked mode by an
+// open transaction, which only ending that transaction (or its backend) can
+// release.
+var ErrHeld = errors.New("slot is held in locked mode")
+
+// ErrNotHeld is returned by Eject when the slot is not held and not
+// acquirable: it is COMPLETE, SKIP or missing.
+var ErrNotHeld = errors.New("slot is not held or acquirable")

@@ -1,0 +1,106 @@
+package acquire
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/almanacdev/almanac/slot"
+)
+
+func (q *Queue) lockedBegin() string {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	return fmt.Sprintf(q.sql.lockedBegin, ms(q.opts.DeadMan), max(1, int(q.opts.DeadMan.Seconds()/2)),
+		max(1, int(q.opts.DeadMan.Seconds()/6)), ms(q.opts.DeadMan))
+}
+
+// selectLocked locks up to max slots in tx and returns them with the
+// transaction's id: from lo, where searchFrom said the search starts (in
+// epoch), and when that finds fewer than max, from the part of the range
+// before it too.
+func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int, lo time.Time, epoch uint64) ([]Slot, int64, error) {
+	slots, xid, err := q.selectLockedIn(ctx, tx, max, lo, q.to, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	whole, short := !lo.After(q.from), len(slots) < max
+	if short && !whole {
+		// In the same transaction, so no slot may come twice: the part of
+		// the range the first look did not search, and no expired leases
+		// (the first look took all it could, and holds their rows).
+		more, _, err := q.selectLockedIn(ctx, tx, max-len(slots), q.from, lo, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		whole = true
+		slots = append(more, slots...)
+		sort.Slice(slots, func(i, j int) bool { return slots[i].Start.Before(slots[j].Start) })
+	}
+	q.floor.advance(epoch, slots, whole, short)
+	q.afterSearch(slots, max, whole, short)
+	return slots, xid, nil
+}
+
+// selectLockedIn locks up to max slots in tx: AVAILABLE slots in [lo, hi),
+// and with takeovers expired leases of the whole range.
+func (q *Queue) selectLockedIn(ctx context.Context, tx pgx.Tx, max int, lo, hi time.Time, takeovers bool) ([]Slot, int64, error) {
+	from, to := q.expiredIn(takeovers)
+	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, from, to, q.opts.Lag.Microseconds(),
+		q.opts.TakeoverGrace.Microseconds(), lo, hi)
+	if err != nil {
+		return nil, 0, fmt.Errorf("select slots: %w", err)
+	}
+	var out []Slot
+	var r slotRow
+	var heldFence, xid int64
+	var heldOwner pgtype.UUID
+	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner, &xid), func() error {
+		s := r.slot(q)
+		// Locked mode writes attempts at the end: this run is one more.
+		s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("select slots: %w", err)
+	}
+	return out, xid, nil
+}
+
+// slotRow scans the columns every acquisition returns. attempts counts the
+// acquisitions recorded so far.
+type slotRow struct {
+	start, end         time.Time
+	attempts, failures int
+	data               []byte
+	message            *string
+	tookOver           bool
+	fence, generation  int64
+}
+
+func (r *slotRow) dest() []any {
+	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence, &r.generation}
+}
+
+func (r *slotRow) slot(q *Queue) Slot {
+	s := Slot{
+		Name: q.name, Fence: r.fence, Generation: r.generation, Attempt: r.attempts, FailCount: r.failures, TookOver: r.tookOver,
+	}
+	loc := q.grid.Location()
+	s.Slot = slot.Slot{Start: r.start.In(loc), End: r.end.In(loc), Interval: q.grid.Interval()}
+	if g, err := q.grid.Floor(r.start); err == nil && g.Start.Equal(r.start) {
+		s.Slot.Index = g.Index
+	}
+	if r.data != nil {
+		s.Data = json.RawMessage(append([]byte(nil), r.data...))
+	}
+	if r.message != nil {
+		s.Message = *r.message
+	}
+	return s
+}
