@@ -74,7 +74,7 @@ func (q *Queue) runBatch(ctx context.Context, max int, h Handler) ([]Result, err
 	lo, epoch := q.searchFrom(ctx, max)
 	err := retry.Do(ctx, func(ctx context.Context) error {
 		var err error
-		if tx, err = q.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q.lockedBegin()}); err != nil {
+		if tx, err = q.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q.sql.lockedBegin}); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
 		if slots, xid, err = q.selectLocked(ctx, tx, max, lo, epoch); err != nil {

@@ -231,7 +231,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	}
 	q := &Queue{
 		pool: pool, grid: def.Grid, name: grid.Name(), interval: grid.Interval().String(),
-		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst),
+		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst, opts.DeadMan),
 		from: opts.From, to: opts.To, floor: newFloor(opts.NewestFirst, grid), sharedOwner: sharedOwner,
 		maxWorkCause: fmt.Errorf("%w (%s)", errMaxWork, opts.MaxWork),
 	}

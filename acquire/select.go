@@ -13,12 +13,6 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-func (q *Queue) lockedBegin() string {
-	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	return fmt.Sprintf(q.sql.lockedBegin, ms(q.opts.DeadMan), max(1, int(q.opts.DeadMan.Seconds()/2)),
-		max(1, int(q.opts.DeadMan.Seconds()/6)), ms(q.opts.DeadMan))
-}
-
 // selectLocked locks up to max slots in tx and returns them with the
 // transaction's id: from lo, where searchFrom said the search starts (in
 // epoch), and when that finds fewer than max, from the part of the range

@@ -1,0 +1,25 @@
+-- Claims up to $3 slots of [$4, $5) in lease mode: each gets owner $6, a
+-- new fencing token, and a lease of $7 microseconds. $8 is the lag and $9
+-- the takeover grace (microseconds), [$10, $11) the part of the range
+-- searched for AVAILABLE slots. A claim records no event (the slot row
+-- shows its holder), except for an expired lease it takes over: the run
+-- that lost it. The update takes the rows just locked by their addresses
+-- (see lockedRows).
+WITH {{template "candidates" set . "lag" "$8" "grace" "$9" "lo" "$10" "hi" "$11"}},
+claimed AS (
+UPDATE {{.schema}}.slot AS s SET
+    status = 'ACQUIRED', owner = $6, fence = nextval('{{.schema}}.fence_seq'),
+    lease_until = clock_timestamp() + $7 * interval '1 microsecond',
+    attempts = s.attempts + 1, updated_at = clock_timestamp()
+FROM picked
+WHERE {{lockedRows "picked"}}
+RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, picked.took_over, s.fence, s.generation, s.lease_until,
+    picked.held_owner, picked.held_fence, picked.attempts AS held_attempts
+),
+taken AS (
+{{template "logEvent" .}}
+SELECT clock_timestamp(), $1, $2, c.slot_start, 'taken_over', c.generation, c.held_owner, c.held_fence, c.held_attempts,
+    format('lease expired; taken over by %s with fence %s', $6, c.fence)
+FROM claimed AS c WHERE c.took_over
+)
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until FROM claimed

@@ -1,0 +1,139 @@
+-- Fragments the statements share. Every statement is scoped to one series
+-- ($1 name, $2 interval) and relies on the database clock only.
+
+{{define "candidates"}}
+-- candidates selects up to $3 acquirable slots of the series in [$4, $5)
+-- and locks them, skipping rows other workers hold: first ACQUIRED slots
+-- whose lease expired (their holder is presumed dead, and they have waited
+-- longest), then AVAILABLE slots that are due and not in backoff, in slot
+-- order, from the part [.lo, .hi) of the range (see floor). A slot is due
+-- once slot_end + lag has passed on the database clock, whatever the
+-- worker's clock says; .lag is the parameter holding the lag in
+-- microseconds. An expired lease is taken over once it has been expired for
+-- .grace microseconds (Policy.TakeoverGrace).
+--
+-- Expired leases are found through slot_acquired_idx, by expiry alone, so
+-- that a claim reads the expired leases, not every lease held, let alone
+-- every slot of the range. Two choices make that the plan:
+--   - expiry is judged against now(), the start of the statement's
+--     transaction, not clock_timestamp(): only a stable value can bound
+--     the index scan. now() is earlier than the clock by the time since
+--     BEGIN (a round trip in locked mode), so a takeover can only come
+--     that much later, never earlier;
+--   - the range is tested by containment, which no index of the table
+--     serves: with slot_start >= $4 AND slot_start < $5 a generic plan
+--     (a long-lived connection's, after five executions) guessed the range
+--     narrow and scanned it whole through the primary key, once per claim.
+-- Measured: TestLeaseStatementsReadOnlyTheirSlots read the whole
+-- 20,000-slot series per claim before.
+--
+-- AVAILABLE slots are read in slot order written as slot_start NULLS FIRST
+-- (NULLS LAST newest first). slot_start is never NULL, so it is the same
+-- order, but one only slot_available_idx keeps (migration 5): the primary
+-- key would have to sort every open slot to give it. Ordered plainly, the
+-- primary key served it too, and when the statistics said most of the
+-- series was AVAILABLE and the partial index was the larger, the planner
+-- read the primary key with a status filter: through every finished slot
+-- before the first acquirable one, once per claim
+-- (TestClaimsSkipFinishedSlots).
+--
+-- The status test sits in the statement that locks the row, so a slot
+-- completed meanwhile is never acquired again: under READ COMMITTED the
+-- locked row is re-checked against the WHERE clause. The second LIMIT
+-- subtracts what the first found, so no extra row is locked: in locked mode
+-- a locked row stays locked for the whole job.
+expired AS (
+    SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
+        generation, owner AS held_owner
+    FROM {{.schema}}.slot
+    WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
+      AND lease_until < now() - {{.grace}} * interval '1 microsecond'
+      AND tstzrange($4, $5) @> slot_start
+    ORDER BY lease_until
+    LIMIT $3
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+available AS (
+    SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, false AS took_over, fence AS held_fence,
+        generation, NULL::uuid AS held_owner
+    FROM {{.schema}}.slot
+    WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
+      AND (not_before IS NULL OR not_before <= clock_timestamp())
+      AND slot_start >= {{.lo}} AND slot_start < {{.hi}}
+      AND slot_start < clock_timestamp() - {{.lag}} * interval '1 microsecond'
+      AND slot_end <= clock_timestamp() - {{.lag}} * interval '1 microsecond'
+    ORDER BY slot_start {{.order}}
+    LIMIT $3 - (SELECT count(*) FROM expired)
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT * FROM expired UNION ALL SELECT * FROM available
+)
+{{- end}}
+
+{{define "guard"}}
+-- guard is the fencing condition of every lease write: the slot is still
+-- ours ($4 the owner), with the token we were given ($5), $3 its start.
+name = $1 AND "interval" = $2 AND slot_start = $3 AND status = 'ACQUIRED' AND owner = $4 AND fence = $5
+{{- end}}
+
+{{define "listed"}}
+-- listed is the condition each statement given a list of slots ($3) adds to
+-- its join with that list, so that the primary key finds exactly those
+-- rows. Without it the planner may hash-join the list with every row of the
+-- series that passes the other tests: measured, the generic plan of
+-- CompleteMany read every lease held, by every worker, through
+-- slot_acquired_idx, and the dead entries of leases completed since the
+-- last vacuum. The list's first and last starts bound it too: a planner
+-- that believes the series holds one row (no statistics for it yet: a
+-- series loaded or added since the last ANALYZE) keeps the list out of the
+-- index condition, a descent per element for nothing as it sees it, and so
+-- read the whole series for each statement (80 ms for a completion of 100
+-- leases in a 500,000-slot series, 2 ms once analyzed); a range costs it
+-- nothing, so it always bounds the scan to the list's span
+-- (TestLeaseListsScaleWithLeases). In a generic plan that planner then
+-- tests each row of the span against the list, a pass over the list per
+-- row: the one superlinear cost left, which the statistics remove (a
+-- heartbeat of 16,000 leases takes 0.40 s without them, 0.18 s with).
+s.slot_start = ANY($3::timestamptz[])
+  AND s.slot_start >= (SELECT min(l) FROM unnest($3::timestamptz[]) AS l)
+  AND s.slot_start <= (SELECT max(l) FROM unnest($3::timestamptz[]) AS l)
+{{- end}}
+
+{{define "held"}}
+-- held is the guard of the lease writes given a list of slots ($3) with
+-- their fences ($5): the slots still held by this owner ($4) with those
+-- fences. It is written so that the primary key is the only way to the
+-- rows:
+--   - the owner test stands for the status test, since slot_lease_check
+--     allows an owner on ACQUIRED rows only. A status test lets the planner
+--     read every lease of the series through slot_acquired_idx, which looks
+--     nearly empty to statistics taken while few leases were held (the
+--     usual case: leases come and go faster than the statistics are
+--     renewed);
+--   - the fences are tested as a set (fencesIn), which names the leases as
+--     well as pairing each slot with its fence would. Looking each row's
+--     fence up in the list by position (array_position) cost a pass over
+--     the list per row: 0.7 s for a completion of 16,000 leases and 1.3 s
+--     for their heartbeat (TestLeaseListsScaleWithLeases).
+-- Measured (TestLeaseStatementsReadOnlyTheirSlots, statistics taken before
+-- 1,000 leases were claimed): a heartbeat of 10 leases read 11,075 rows,
+-- now 10; and with eight workers claiming and completing, a completion of
+-- 100 leases took 6.7 ms reading 500 leases, now 0.3 ms reading its own.
+s.name = $1 AND s."interval" = $2 AND {{template "listed" .}}
+  AND s.owner = $4 AND s.fence <@ {{fencesIn "$5"}}
+{{- end}}
+
+{{define "logEvent"}}
+-- logEvent starts the insert of history rows (slot_event). Every outcome is
+-- recorded by the statement that writes it, from the rows that statement
+-- changed: set-based, in the same round trip, and only if the write
+-- happened. Messages are cut to 1024 characters, which the table's
+-- 4096-byte bound always admits.
+INSERT INTO {{.schema}}.slot_event (at, name, "interval", slot_start, event, generation, owner, fence, attempt, message)
+{{- end}}
+
+{{define "takenByLocked"}}
+-- The message of a locked-mode takeover's event.
+'lease expired; taken over by a locked-mode worker'
+{{- end}}
