@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac"
@@ -151,7 +152,17 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 					return err
 				}
 				if l.Slot.Start.Minute() == 0 {
-					time.Sleep(700 * time.Millisecond) // a heartbeat renews the lease meanwhile
+					// Outlive a heartbeat: wait until one has renewed the lease.
+					claimed := l.Until()
+					tick := time.NewTicker(10 * time.Millisecond)
+					defer tick.Stop()
+					for l.Until().Equal(claimed) {
+						select {
+						case <-ctx.Done():
+							return ctx.Err()
+						case <-tick.C:
+						}
+					}
 				}
 				return nil
 			}},
@@ -162,22 +173,15 @@ func runStatementWorkload(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 	require.NoError(t, client.Start(ctx))
 	waitDone := func(what string) {
 		t.Helper()
-		for deadline := time.Now().Add(time.Minute); ; {
-			done := true
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			for _, g := range grids {
 				st, err := client.Status(ctx, g, from, to)
-				require.NoError(t, err)
-				c := st.Counts
-				if c.Available-c.Parked+c.Acquired+c.Backoff > 0 || st.Missing > 0 {
-					done = false
-				}
+				require.NoError(c, err)
+				n := st.Counts
+				require.LessOrEqual(c, n.Available-n.Parked+n.Acquired+n.Backoff, int64(0), "%s: open slots", g.Name())
+				require.Zero(c, st.Missing, "%s: missing slots", g.Name())
 			}
-			if done {
-				return
-			}
-			require.False(t, time.Now().After(deadline), "workload: %s not done within a minute", what)
-			time.Sleep(50 * time.Millisecond)
-		}
+		}, time.Minute, 50*time.Millisecond, "workload: %s not done within a minute", what)
 	}
 	waitDone("first pass")
 	for _, g := range grids {

@@ -119,19 +119,20 @@ func (f *fixture) count(sql string, args ...any) int {
 	return n
 }
 
-// waitUntil polls the boolean query (over the fixture's schema) until it
-// answers true: a wait bounded by the database clock.
-func (f *fixture) waitUntil(sql string) {
+// expire ends the lease on the slot starting at start, as if its holder
+// had stopped renewing it a minute ago: past any takeover grace a test
+// uses, without waiting for it.
+func (f *fixture) expire(start time.Time) {
 	f.t.Helper()
-	sql = sqlschema.Render(sql, f.schema)
-	for {
-		var ok bool
-		require.NoError(f.t, f.db.Pool.QueryRow(context.Background(), sql).Scan(&ok))
-		if ok {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	f.exec(`UPDATE {{schema}}.slot SET lease_until = clock_timestamp() - interval '1 minute' WHERE slot_start = $1 AND status = 'ACQUIRED'`, start)
+}
+
+// waitForDB waits until the database clock reaches at, on the server
+// (pg_sleep_until), in a session of its own.
+func (f *fixture) waitForDB(at time.Time) {
+	f.t.Helper()
+	_, err := f.db.Pool.Exec(context.Background(), `SELECT pg_sleep_until($1)`, at)
+	require.NoError(f.t, err)
 }
 
 // effect is what handlers write: one row per slot they handled.

@@ -96,7 +96,7 @@ func TestLeaseExpiryAndTakeover(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none, "a live lease is not taken over")
 
-	time.Sleep(300 * time.Millisecond)
+	f.expire(stale.Start)
 	taken, err := other.Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, taken, 1)
@@ -157,12 +157,14 @@ func TestKeepAliveAndLostContext(t *testing.T) {
 	q := f.queue(Options{Policy: Policy{LeaseTTL: 300 * time.Millisecond}})
 	leases, err := q.Claim(ctx, 2)
 	require.NoError(t, err)
+	firstExpiry := leases[0].Until()
 	stop := q.KeepAlive(ctx, leases)
 	defer stop()
 	workCtx, cancel := leases[1].Context(ctx)
 	defer cancel()
 
-	time.Sleep(time.Second)
+	// Wait, on the database clock, for three TTLs from the claim.
+	f.waitForDB(firstExpiry.Add(600 * time.Millisecond))
 	require.Equal(t, "ACQUIRED", f.row(leases[0].Start).Status, "kept alive past three TTLs")
 	taken, err := f.queue(Options{}).Claim(ctx, 2)
 	require.NoError(t, err)
@@ -269,9 +271,9 @@ func TestEjectRacesCompletion(t *testing.T) {
 func TestLockedModeTakesOverExpiredLease(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
-	leases, err := f.queue(Options{Policy: Policy{LeaseTTL: 100 * time.Millisecond}}).Claim(ctx, 1)
+	leases, err := f.queue(Options{}).Claim(ctx, 1)
 	require.NoError(t, err)
-	time.Sleep(200 * time.Millisecond)
+	f.expire(leases[0].Start)
 	res, ok, err := f.queue(Options{Policy: Policy{TakeoverGrace: -1}}).Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 		require.True(t, s.TookOver)
 		return writeEffect(ctx, tx, f.schema, s, "locked")
@@ -294,9 +296,8 @@ func TestTakeoverGrace(t *testing.T) {
 	leases, err := f.queue(Options{Policy: Policy{LeaseTTL: time.Second}}).Claim(ctx, 1)
 	require.NoError(t, err)
 	other := f.queue(Options{Policy: Policy{TakeoverGrace: 2 * time.Second}})
-	// Wait, on the database clock, until the lease has expired but the
-	// grace has not passed.
-	f.waitUntil(`SELECT clock_timestamp() > lease_until FROM {{schema}}.slot`)
+	// The lease has just expired: the grace has not passed.
+	f.exec(`UPDATE {{schema}}.slot SET lease_until = clock_timestamp() - interval '100 milliseconds'`)
 	none, err := other.Claim(ctx, 1)
 	require.NoError(t, err)
 	if f.count(`SELECT count(*) FROM {{schema}}.slot WHERE clock_timestamp() < lease_until + interval '2 s'`) == 1 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
@@ -347,21 +348,16 @@ func TestLockedDeadManSwitch(t *testing.T) {
 		t.Fatalf("the handler never ran: %v", res.Err)
 	}
 	healthy := f.queue(Options{})
-	deadline := time.Now().Add(10 * time.Second)
 	var res Result
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var ok bool
 		var err error
 		res, ok, err = healthy.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 			return writeEffect(ctx, tx, f.schema, s, "healthy")
 		})
-		require.NoError(t, err)
-		if ok {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the dead-man switch never released the slot")
-		time.Sleep(50 * time.Millisecond)
-	}
+		require.NoError(c, err)
+		require.True(c, ok)
+	}, 10*time.Second, 50*time.Millisecond, "the dead-man switch never released the slot")
 	require.Equal(t, Completed, res.Outcome)
 	close(wake)
 	late := <-done
@@ -559,10 +555,17 @@ func TestHostileRoleSettings(t *testing.T) {
 	require.Equal(t, "serializable", isolation, "the role's settings are in effect")
 
 	locked := f.queueOn(pool, Options{})
-	// Idle 1.5 s in the transaction and run a 300 ms statement: both would be
-	// fatal under the role's defaults.
+	// Idle 1.5 s in the transaction (waiting on the database clock, in
+	// another session) and run a 300 ms statement: both would be fatal under
+	// the role's defaults.
 	res, ok, err := locked.Run(ctx, func(ctx context.Context, tx pgx.Tx, s Slot) error {
-		time.Sleep(1500 * time.Millisecond)
+		var at time.Time
+		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&at); err != nil {
+			return err
+		}
+		if _, err := f.db.Pool.Exec(ctx, `SELECT pg_sleep_until($1::timestamptz + interval '1.5 seconds')`, at); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "SELECT pg_sleep(0.3)"); err != nil {
 			return err
 		}

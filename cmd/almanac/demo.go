@@ -17,9 +17,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
-	"github.com/almanacdev/almanac/internal/progress"
-	"github.com/almanacdev/almanac/internal/demo/sensor"
 	"github.com/almanacdev/almanac/internal/demo/pgcluster"
+	"github.com/almanacdev/almanac/internal/demo/sensor"
+	"github.com/almanacdev/almanac/internal/progress"
 )
 
 // The demo's shape: a week of five-minute windows.

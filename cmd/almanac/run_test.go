@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/internal/testkit/proc"
 )
 
@@ -122,7 +125,10 @@ echo "took over: attempt $ALMANAC_ATTEMPT" >> "`+dir+`/second"
 	childPID := readPIDs(t, dir+"/first")[0]
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP)) // no more heartbeats
-	time.Sleep(1500 * time.Millisecond)                       // the lease expires
+	// The lease expires, past any takeover grace.
+	_, err := pgtest.Pool(t).Exec(context.Background(),
+		sqlschema.Render(`UPDATE {{schema}}.slot SET lease_until = clock_timestamp() - interval '1 minute' WHERE status = 'ACQUIRED'`, schema))
+	require.NoError(t, err)
 	b := start(t, bin, append(append([]string{"--schema", schema, "run", "frozen", "--interval", "PT1M", "--once"}, span...), "--", job)...)
 	require.Equal(t, 0, b.wait(t, 30*time.Second), "stderr: %s", b.stderr)
 	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))

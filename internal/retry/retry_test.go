@@ -19,7 +19,7 @@ import (
 // pgconn.SafeToRetry).
 type safeToRetry struct{}
 
-func (safeToRetry) Error() string      { return "not sent" }
+func (safeToRetry) Error() string     { return "not sent" }
 func (safeToRetry) SafeToRetry() bool { return true }
 
 func pgError(code string) error {

@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/longtest"
-	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 	"github.com/almanacdev/almanac/migrations"
 	"github.com/almanacdev/almanac/slot"
 )
