@@ -400,6 +400,19 @@ func ExampleSnooze() {
 	// Output: 1 snoozed, 1 complete; data seen: [ {"job": "exp-42"}]
 }
 
+// A retry policy maps a slot's failures to the wait before it is tried
+// again; Policy.MaxAttempts parks a slot after its last attempt. Without
+// jitter the waits are exact.
+func ExampleExponential() {
+	policy := almanac.Policy{Retry: almanac.Exponential(time.Second, time.Minute, 0), MaxAttempts: 8}
+	for failures := 1; failures <= 8; failures++ {
+		delay, _ := policy.Retry(failures, errors.New("upstream 503"))
+		fmt.Print(delay, " ")
+	}
+	fmt.Println()
+	// Output: 1s 2s 4s 8s 16s 32s 1m0s 1m0s
+}
+
 // Gaps lists the missing slots of a range as maximal runs, and Status
 // counts the range's slots by state, missing ones included.
 func ExampleClient_Status() {

@@ -193,7 +193,7 @@ func TestObservability(t *testing.T) {
 			require.NotContains(t, s.Status().Description, secret)
 			for _, e := range s.Events() {
 				for _, a := range e.Attributes {
-					require.NotContains(t, a.Value.Emit(), secret)
+					require.NotContains(t, a.Value.String(), secret)
 				}
 			}
 		}

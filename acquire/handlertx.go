@@ -303,7 +303,7 @@ type errBatchResults struct{ err error }
 
 func (b errBatchResults) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
 func (b errBatchResults) Query() (pgx.Rows, error)         { return nil, b.err }
-func (b errBatchResults) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatchResults) QueryRow() pgx.Row                { return errRow(b) }
 func (b errBatchResults) Close() error                     { return b.err }
 func (b errBatchResults) Tx() pgx.Tx                       { return nil }
 

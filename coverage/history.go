@@ -22,11 +22,9 @@ const (
 	eventSkipped   = "skipped"
 	eventSnoozed   = "snoozed"
 	eventReleased  = "released" // a lease given back unfinished (shutdown)
-	// A run that lost its slot to another worker: its lease expired and
-	// was taken over, or it was ejected (owner, fence and attempt are the
-	// losing run's; the message names the new holder).
-	eventTakenOver = "taken_over"
-	eventEjected   = "ejected"
+	// (A run that lost its slot to another worker, "taken_over" or
+	// "ejected", is recorded by acquire; no query here names those.)
+
 	// Changes made by a person or a program, with its actor.
 	eventReopened     = "reopened"
 	eventRetried      = "retried"

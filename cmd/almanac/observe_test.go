@@ -64,9 +64,9 @@ func TestOpsEndpoints(t *testing.T) {
 	srv := httptest.NewServer(opsMux(c, registry, almanac.ReadyOptions{Jobs: true}))
 	defer srv.Close()
 
-	code, body := get(t, srv.URL+"/healthz")
+	code, _ := get(t, srv.URL+"/healthz")
 	require.Equal(t, http.StatusOK, code)
-	code, body = get(t, srv.URL+"/readyz")
+	code, body := get(t, srv.URL+"/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, code, "no job registered yet")
 	require.Contains(t, body, "no job")
 
