@@ -154,6 +154,15 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
+// shown returns text read from the database (a message, an actor, a
+// reason) as one line that prints as what it holds: folded as oneLine does
+// (a carriage return cannot overwrite the line), then, when a character
+// would not show as itself (an escape sequence, a backspace, a
+// bidirectional override), quoted with Go escapes as series names are
+// (almanac.PrintableName). Plain SQL can store anything; a terminal must
+// not run it. --json prints the stored text as it is.
+func shown(s string) string { return almanac.PrintableName(oneLine(s)) }
+
 // rootCommand builds the command tree with cobra: nested subcommands,
 // GNU-style flags, --help on every command and the "--" that separates
 // `almanac run`'s own flags from the command it runs all come with it, and it
