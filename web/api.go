@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -60,7 +61,7 @@ func (s *server) summaries(r *http.Request) ([]summary, error) {
 			out = append(out, sm)
 			continue
 		}
-		h, _, err := s.heatmap(ctx, g, from, to, s.opts.Buckets)
+		h, _, err := s.heatmap(ctx, g, from, to, s.opts.Buckets, false)
 		if err != nil {
 			return nil, err
 		}
@@ -100,8 +101,12 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		data["Problem"] = msg
 	}
-	if _, sess, ok := s.sessions.get(r, time.Now()); ok && s.actionsOn() {
-		data["CSRF"] = sess.csrf
+	if name, ok := s.proxyUser(r); ok && s.actionsOn() {
+		if almanac.CheckActor(name) == nil {
+			data["CSRF"], data["Actor"], data["Proxied"] = s.proxyCSRF(name), name, true
+		}
+	} else if _, sess, ok := s.sessions.get(r, time.Now()); ok && s.actionsOn() {
+		data["CSRF"], data["Actor"] = sess.csrf, sess.actor
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pages.ExecuteTemplate(w, "index.html", data); err != nil {
@@ -189,12 +194,40 @@ type heatmap struct {
 }
 
 // heatmap returns the calendar of [from, to) of g, from the cache when it
-// is fresh, and when it was read.
-func (s *server) heatmap(ctx context.Context, g almanac.Series, from, to time.Time, buckets int) (almanac.Heatmap, time.Time, error) {
+// is fresh, and when it was read. A bounded computation waits for one of
+// the MaxHeatmaps turns: the calendar requests name any range, each a new
+// computation; the series table's calendars are one per series, shared
+// through the cache.
+func (s *server) heatmap(ctx context.Context, g almanac.Series, from, to time.Time, buckets int, bounded bool) (almanac.Heatmap, time.Time, error) {
 	key := fmt.Sprintf("%q %s %d %d %d", g.Name(), g.Interval(), from.UnixMicro(), to.UnixMicro(), buckets)
 	return s.cache.get(ctx, key, func() (almanac.Heatmap, error) {
+		if bounded {
+			release, err := s.turn(ctx)
+			if err != nil {
+				return almanac.Heatmap{}, err
+			}
+			defer release()
+		}
 		return s.client.Heatmap(ctx, g, from, to, buckets)
 	})
+}
+
+// errBusy answers a calendar that waited too long for its turn.
+var errBusy = errors.New("the server is busy computing other calendars; try again shortly")
+
+// turn waits for one of the MaxHeatmaps turns to compute a calendar, at
+// most heatmapWait, and returns its release.
+func (s *server) turn(ctx context.Context) (release func(), err error) {
+	wait := time.NewTimer(heatmapWait)
+	defer wait.Stop()
+	select {
+	case s.heavy <- struct{}{}:
+		return func() { <-s.heavy }, nil
+	case <-wait.C:
+		return nil, errBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 type span struct {
@@ -207,7 +240,7 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var h almanac.Heatmap
 		var at time.Time
-		if h, at, err = s.heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r)); err == nil {
+		if h, at, err = s.heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r), true); err == nil {
 			out := heatmap{Series: t.series.Name(), Shown: almanac.PrintableName(t.series.Name()),
 				Interval: t.series.Interval().String(), Zone: t.series.Location().String(),
 				From: almanac.FormatTime(h.From), To: almanac.FormatTime(h.To), FromText: human(h.From), ToText: human(h.To), Unit: h.Unit, Step: h.Step,
@@ -337,7 +370,8 @@ func (s *server) apiHistory(w http.ResponseWriter, r *http.Request) {
 // apiAction re-opens, skips or retries a range, for an authorized request
 // that gives a reason.
 func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r) {
+	actor, ok := s.authorize(w, r)
+	if !ok {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
@@ -356,23 +390,30 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = almanac.CheckReason(reason)
 	}
+	// The history records who acts: a person, or for the shared token
+	// the client's own actor.
+	client := s.client
+	if err == nil && actor != "" {
+		client, err = s.client.WithActor(actor)
+	}
 	var result string
 	if err == nil {
 		ctx := r.Context()
 		switch action {
 		case "reopen":
 			var res almanac.ReopenResult
-			res, err = s.client.Reopen(ctx, t.series, t.from, t.to, almanac.ReopenOptions{Reason: reason})
+			res, err = client.Reopen(ctx, t.series, t.from, t.to, almanac.ReopenOptions{Reason: reason})
 			result = fmt.Sprintf("re-opened %d slots%s", res.Reopened, held(len(res.Held)))
 		case "skip":
 			var res almanac.SkipResult
-			res, err = s.client.SkipRange(ctx, t.series, t.from, t.to, almanac.SkipOptions{Reason: reason})
+			res, err = client.SkipRange(ctx, t.series, t.from, t.to, almanac.SkipOptions{Reason: reason})
 			result = fmt.Sprintf("skipped %d slots (%d missing ones created as skipped)%s", res.Skipped+res.Inserted, res.Inserted, held(len(res.Held)))
 		case "retry":
-			// Retry records its own message in the history; the reason
-			// goes to the log with the rest of the action.
+			// Retry records its own message in the history and takes no
+			// reason; the reason goes to the log with the rest of the
+			// action.
 			var res almanac.RetryResult
-			res, err = s.client.Retry(ctx, t.series, t.from, t.to, almanac.RetryOptions{})
+			res, err = client.Retry(ctx, t.series, t.from, t.to, almanac.RetryOptions{})
 			result = fmt.Sprintf("retrying %d slots now (%d were parked)%s", res.Retried, res.Unparked, held(len(res.Held)))
 		default:
 			err = fmt.Errorf("%w: action %q; expected reopen, skip or retry", almanac.ErrInvalid, action)
@@ -386,7 +427,7 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 	s.cache.clear()
 	s.opts.Logger.Info("almanac web: action", "action", action, "series", t.series.String(),
 		"from", almanac.FormatTime(t.from), "to", almanac.FormatTime(t.to), "reason", reason,
-		"remote", r.RemoteAddr, "result", result)
+		"actor", actorText(actor), "remote", r.RemoteAddr, "result", result)
 	writeJSON(w, map[string]any{"result": result})
 }
 
