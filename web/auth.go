@@ -183,26 +183,15 @@ func sameOrigin(r *http.Request) bool {
 }
 
 // authorize checks an action request and returns who makes it ("" for
-// the holder of the shared Token): the person the authenticating proxy
-// names (UserHeader) with the CSRF token the page gave them, from the
-// page's origin; else a bearer token; else a session with its CSRF token
-// in the X-CSRF-Token header, from the page's origin. It answers the
-// refusal itself.
+// the holder of the shared Token): a bearer token (which a browser never
+// sends by itself); else the person the authenticating proxy names
+// (UserHeader) with the CSRF token the page gave them, from the page's
+// origin; else a session with its CSRF token in the X-CSRF-Token header,
+// from the page's origin. It answers the refusal itself.
 func (s *server) authorize(w http.ResponseWriter, r *http.Request) (actor string, ok bool) {
 	if !s.actionsOn() {
 		writeError(w, http.StatusForbidden, "actions are disabled: start the page with actions allowed and a token (almanac serve --allow-actions)")
 		return "", false
-	}
-	if name, ok := s.proxyUser(r); ok {
-		if err := almanac.CheckActor(name); err != nil {
-			writeError(w, http.StatusForbidden, fmt.Sprintf("the user the authenticating proxy names in %s cannot be recorded: %v", s.opts.UserHeader, err))
-			return "", false
-		}
-		if !sameOrigin(r) || !equal(r.Header.Get("X-CSRF-Token"), s.proxyCSRF(name)) {
-			writeError(w, http.StatusForbidden, "cross-site request refused: reload the page")
-			return "", false
-		}
-		return name, true
 	}
 	if token, ok := bearer(r); ok {
 		refund := s.guess(w, r, func(code int, problem string) { writeError(w, code, problem) })
@@ -219,6 +208,17 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) (actor string
 		refund()
 		if r.Header.Get("Origin") != "" && !sameOrigin(r) {
 			writeError(w, http.StatusForbidden, "cross-origin request refused")
+			return "", false
+		}
+		return name, true
+	}
+	if name, ok := s.proxyUser(r); ok {
+		if err := almanac.CheckActor(name); err != nil {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("the user the authenticating proxy names in %s cannot be recorded: %v", s.opts.UserHeader, err))
+			return "", false
+		}
+		if !sameOrigin(r) || !equal(r.Header.Get("X-CSRF-Token"), s.proxyCSRF(name)) {
+			writeError(w, http.StatusForbidden, "cross-site request refused: reload the page")
 			return "", false
 		}
 		return name, true
