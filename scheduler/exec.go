@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,9 @@ const (
 	shownPath  = 512
 	// maxLine bounds a line of output kept in memory until its newline.
 	maxLine = 64 << 10
+	// tailContext is how much stderr is kept before the part the message
+	// shows, so that redaction sees whole a password that starts there.
+	tailContext = maxLine
 )
 
 // ErrCannotStart is wrapped by Check's errors about Path.
@@ -71,7 +76,10 @@ var ErrCannotStart = supervisor.ErrCannotStart
 // or a death by signal is a failure whose message is the command's name,
 // its status and the last 3 KiB of its stderr. Passwords in URLs and in
 // password=... pairs are replaced by REDACTED in that message and in the
-// output lines copied to Stdout and Stderr, and the message is made
+// output lines copied to Stdout and Stderr. The message is redacted over
+// the last 67 KiB of stderr at once, so a password is found whole however
+// the output was cut into writes and lines; a line longer than 64 KiB is
+// copied in pieces that end between words. The message is made
 // storable: invalid UTF-8 bytes, NUL and the other control characters but
 // newline and tab become U+FFFD, a carriage return a newline, and a
 // character cut by the 3 KiB window is dropped, so recording the failure
@@ -269,7 +277,10 @@ type lineWriter struct {
 }
 
 func (lw *lineWriter) Write(p []byte) (int, error) {
-	if lw.w == nil && lw.tail == nil {
+	if lw.tail != nil {
+		lw.tail.write(p)
+	}
+	if lw.w == nil {
 		return len(p), nil
 	}
 	lw.buf = append(lw.buf, p...)
@@ -282,9 +293,33 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 		lw.buf = lw.buf[i+1:]
 	}
 	if len(lw.buf) > maxLine {
-		lw.flush()
+		// Pass the unfinished line on in pieces, each ending between
+		// words, so that a URL reaches redaction in one piece.
+		end := pieceEnd(lw.buf)
+		lw.emit(append(slices.Clip(lw.buf[:end]), '\n'))
+		lw.buf = lw.buf[end:]
 	}
 	return len(p), nil
+}
+
+// pieceEnd returns where a piece of the over-long line ends: after its last
+// run of blanks that does not separate a key from its value ("password =
+// x"), or at its end if there is none.
+func pieceEnd(line []byte) int {
+	for end := len(line); ; {
+		last := bytes.LastIndexAny(line[:end], " \t")
+		first := last
+		for first > 0 && (line[first-1] == ' ' || line[first-1] == '\t') {
+			first--
+		}
+		switch {
+		case first <= 0:
+			return len(line)
+		case line[first-1] != '=' && line[first-1] != ':' && last+1 < len(line) && line[last+1] != '=' && line[last+1] != ':':
+			return last + 1
+		}
+		end = first
+	}
 }
 
 func (lw *lineWriter) flush() {
@@ -296,34 +331,52 @@ func (lw *lineWriter) flush() {
 
 func (lw *lineWriter) emit(line []byte) {
 	text := redact.String(string(line))
-	if lw.tail != nil {
-		lw.tail.write(text)
-	}
-	if lw.w != nil {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		_, _ = io.WriteString(lw.w, lw.prefix+text)
-	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	_, _ = io.WriteString(lw.w, lw.prefix+text)
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the end of a stream as it was written: the last max
+// bytes, which the message shows, and tailContext bytes before them.
+// Redaction runs over all of it at once, so a password is found whole
+// however the stream was cut into writes and lines.
 type tailBuffer struct {
-	max int
-	buf []byte
+	max     int
+	buf     []byte
+	dropped bool // the stream's first bytes are no longer in buf
 }
 
-func (t *tailBuffer) write(s string) {
-	t.buf = append(t.buf, s...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+func (t *tailBuffer) write(p []byte) {
+	t.buf = append(t.buf, p...)
+	// Dropping the front only once twice the kept size is reached moves
+	// each byte at most once.
+	if keep := t.max + tailContext; len(t.buf) > 2*keep {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-keep:]...)
+		t.dropped = true
 	}
 }
 
-// suffix is ": " and the kept stderr, storable, or "" if there is none.
+// suffix is ": " and the end of the stream, passwords redacted, storable,
+// or "" if there is none.
 func (t *tailBuffer) suffix() string {
-	text := string(bytes.TrimSpace([]byte(safetext.Tail(t.buf, t.max))))
-	if text == "" {
+	text, dropped := t.buf, t.dropped
+	if keep := t.max + tailContext; len(text) > keep {
+		text, dropped = text[len(text)-keep:], true
+	}
+	if dropped {
+		// The kept bytes begin inside a line, maybe inside a password:
+		// begin at the next line, else the next word, before the part
+		// the message shows.
+		context := text[:max(len(text)-t.max, 0)]
+		if i := bytes.IndexByte(context, '\n'); i >= 0 {
+			text = text[i+1:]
+		} else if i := bytes.IndexAny(context, " \t"); i >= 0 {
+			text = text[i+1:]
+		}
+	}
+	tail := strings.TrimSpace(safetext.Tail([]byte(redact.String(string(text))), t.max))
+	if tail == "" {
 		return ""
 	}
-	return ": " + text
+	return ": " + tail
 }

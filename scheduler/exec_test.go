@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -203,4 +204,70 @@ func TestCommandTimeout(t *testing.T) {
 	require.Less(t, time.Since(began), 30*time.Second, "not the minute of sleep")
 	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot
 		WHERE fail_count = 1 AND message = 'timed out after 500ms (command stopped: signal: terminated): stuck on the network'`))
+}
+
+// TestStderrRedactedAcrossBoundaries: a URL whose password is split by the
+// 64 KiB at which an unfinished line is passed on, or by the start of the
+// kept tail, is redacted in the failure message and in the copied output
+// wherever the boundary falls.
+func TestStderrRedactedAcrossBoundaries(t *testing.T) {
+	const password = "s3cr3tPW"
+	url := "postgres://app:" + password + "@db/prod"
+	// leaks reports a piece of the password of three bytes or more in s.
+	leaks := func(s string) string {
+		for i := 0; i+3 <= len(password); i++ {
+			for j := i + 3; j <= len(password); j++ {
+				if strings.Contains(s, password[i:j]) {
+					return password[i:j]
+				}
+			}
+		}
+		return ""
+	}
+	run := func(writes ...string) (message, output string) {
+		var out strings.Builder
+		var mu sync.Mutex
+		tail := &tailBuffer{max: stderrTail}
+		lw := &lineWriter{w: &out, mu: &mu, tail: tail}
+		for _, w := range writes {
+			_, err := lw.Write([]byte(w))
+			require.NoError(t, err)
+		}
+		lw.flush()
+		return tail.suffix(), out.String()
+	}
+	// The boundaries fall around and inside the user information.
+	for k := len("postgres://"); k < len(url)-len("db/prod"); k++ {
+		// The first write ends k bytes into the URL and takes the
+		// unfinished line past maxLine: it is passed on there.
+		first := strings.Repeat("x", maxLine-k) + " " + url[:k]
+		message, output := run(first, url[k:]+" failed\n")
+		require.Empty(t, leaks(message), "boundary %d: %q", k, message)
+		require.True(t, strings.HasSuffix(message, "postgres://app:REDACTED@db/prod failed"), "boundary %d: %q", k, message)
+		require.Empty(t, leaks(output), "boundary %d", k)
+		require.Contains(t, output, "postgres://app:REDACTED@db/prod failed\n", "boundary %d", k)
+
+		// The message keeps the last stderrTail bytes: the k-th byte of the
+		// URL is the first of them.
+		after := " failed " + strings.Repeat("y", stderrTail-(len(url)-k)-len(" failed ")-1) + "\n"
+		message, output = run(strings.Repeat("z", 100) + " " + url + after)
+		require.Empty(t, leaks(message), "window start %d: %q", k, message)
+		require.Empty(t, leaks(output), "window start %d", k)
+
+		// A line of URLs far longer than what is kept, in writes of an odd
+		// size: the kept bytes begin inside one of them (at a few offsets:
+		// redacting long lines is slow under the race detector).
+		if k%5 != 0 {
+			continue
+		}
+		long := strings.Repeat("w", k) + strings.Repeat(url+" ", 4000) + "\n"
+		var writes []string
+		for rest := long; rest != ""; rest = rest[min(len(rest), 4093):] {
+			writes = append(writes, rest[:min(len(rest), 4093)])
+		}
+		message, output = run(writes...)
+		require.Empty(t, leaks(message), "offset %d: %q", k, message)
+		require.Contains(t, message, "postgres://app:REDACTED@db/prod postgres://app:REDACTED@db/prod", "offset %d", k)
+		require.Empty(t, leaks(output), "offset %d", k)
+	}
 }
