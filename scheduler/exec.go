@@ -66,9 +66,16 @@ var ErrCannotStart = supervisor.ErrCannotStart
 //	ALMANAC_FENCE        fencing token of this attempt (see below)
 //	ALMANAC_KEY          "<name> <slot text>", an idempotency key
 //
-// EnvAll passes the whole environment instead, except DATABASE_URL, every
-// ALMANAC_*_URL (ALMANAC_LISTEN_URL) and every PG* variable: those pass
-// only when Env names them.
+// EnvAll passes the whole environment instead, except the variables that
+// hold database credentials, which pass only when Env names them:
+// DATABASE_URL, every ALMANAC_*_URL (ALMANAC_LISTEN_URL), every PG*
+// variable, and every variable whose value holds a PostgreSQL connection
+// string (postgres:// or postgresql:// anywhere in it, as in a JDBC URL,
+// or one of the libpq keywords host=, hostaddr=, dbname=, password=,
+// passfile=, service= at its start or after a blank) or the password of a
+// connection of the scheduler (from its URL, PGPASSWORD or a password
+// file; the scheduler gives it to the handler, so a LeaseHandler called
+// otherwise drops only the rest).
 //
 // # Outcome
 //
@@ -124,7 +131,7 @@ type Command struct {
 	// CheckEnv for the rules.
 	Env []string
 	// EnvAll passes the scheduler's whole environment except the database
-	// secrets that Env does not name.
+	// credentials that Env does not name (see above).
 	EnvAll bool
 	// Dir is the working directory; empty means the current one.
 	Dir string
@@ -155,7 +162,7 @@ func (c Command) Check() error {
 			return err
 		}
 	}
-	_, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(c.environ(), "PATH"))
+	_, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(c.environ(nil), "PATH"))
 	return err
 }
 
@@ -178,7 +185,7 @@ func (c Command) run(ctx context.Context, l *acquire.Lease, mu *sync.Mutex) erro
 		defer cancel()
 	}
 	name := safetext.Head(c.Path, shownPath)
-	env := append(c.environ(), slotEnv(l.Slot)...)
+	env := append(c.environ(connPasswords(ctx)), slotEnv(l.Slot)...)
 	path, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(env, "PATH"))
 	if err != nil {
 		return err // it was there when the scheduler started

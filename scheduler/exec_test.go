@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,12 @@ func writeScript(t *testing.T, body string) string {
 // it as a map.
 func envOf(t *testing.T, cmd Command) map[string]string {
 	t.Helper()
-	db := pgtest.New(t) // before the test's DATABASE_URL, which leads nowhere
+	return envOn(t, pgtest.New(t), cmd)
+}
+
+// envOn is envOf on db.
+func envOn(t *testing.T, db *pgtest.DB, cmd Command) map[string]string {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "env")
 	cmd.Path = writeScript(t, `env > "`+out+`"`)
 	require.Equal(t, acquire.Completed, runCommand(t, db, cmd))
@@ -74,6 +80,14 @@ func TestCommandEnvironment(t *testing.T) {
 	t.Setenv("TZ", "Europe/Berlin")
 	t.Setenv("REPORT_DIR", "/srv/reports")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "k3y")
+	// Connection strings and the connection's password under other names.
+	t.Setenv("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+	t.Setenv("REPORTS_DSN", "PostgreSQL://reports@db/reports")
+	t.Setenv("JDBC_URL", "jdbc:postgresql://db/prod?user=app")
+	t.Setenv("LIBPQ_CONN", "host=db dbname=prod user=app")
+	t.Setenv("DB_PASS", "conn-pw")
+	t.Setenv("HINT", "the postgres host is db; its password is in the vault")
+	dbSecrets := []string{"TEST_DATABASE_URL", "REPORTS_DSN", "JDBC_URL", "LIBPQ_CONN", "DB_PASS"}
 
 	env := envOf(t, Command{})
 	require.Equal(t, os.Getenv("PATH"), env["PATH"])
@@ -94,13 +108,23 @@ func TestCommandEnvironment(t *testing.T) {
 	require.NotContains(t, env, "UNSET_NAME")
 	require.NotContains(t, env, "DATABASE_URL")
 
-	env = envOf(t, Command{EnvAll: true, Env: []string{"PGHOST"}})
+	// The scheduler connects with the password "conn-pw" (which the test
+	// server, trusting every connection, does not check).
+	db := pgtest.New(t)
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(u.User.Username(), "conn-pw")
+	db.Pool = pgtest.OwnPool(t, u.String(), 4, "")
+	env = envOn(t, db, Command{EnvAll: true, Env: []string{"PGHOST", "LIBPQ_CONN"}})
 	require.Equal(t, "/srv/reports", env["REPORT_DIR"])
 	require.Equal(t, "k3y", env["AWS_SECRET_ACCESS_KEY"])
 	require.Equal(t, "db", env["PGHOST"])
-	for _, name := range []string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "ALMANAC_LISTEN_URL", "PGPASSWORD"} {
+	require.Equal(t, "host=db dbname=prod user=app", env["LIBPQ_CONN"], "named, a secret passes")
+	require.Equal(t, "the postgres host is db; its password is in the vault", env["HINT"])
+	for _, name := range append([]string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "ALMANAC_LISTEN_URL", "PGPASSWORD"}, dbSecrets[:3]...) {
 		require.NotContains(t, env, name)
 	}
+	require.NotContains(t, env, "DB_PASS", "it holds the connection's password")
 }
 
 // TestCommandFailureIsStorable: stderr with NUL bytes, invalid UTF-8, a
