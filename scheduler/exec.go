@@ -105,14 +105,19 @@ var ErrCannotStart = supervisor.ErrCannotStart
 // closes) and kills the group at once. On Linux the supervisor is a child
 // subreaper, so this reaches every descendant, also those that left the
 // group (setsid, daemons), and the program gets a parent-death signal should
-// the supervisor itself be killed.
+// the supervisor itself be killed. Should it be (by a descendant of the
+// program, which runs as the same user, or by the out-of-memory killer),
+// the scheduler kills the program's process group at once, and the
+// failure says "the supervisor was killed (signal: killed); the command's
+// process group was killed".
 //
 // What remains possible: on Linux, work handed to another service (a
 // systemd unit, a container, a remote host) outlives the command, as does
-// what the program's children started if the supervisor itself is killed
-// with SIGKILL. On other Unix systems (macOS, the BSDs), descendants that
-// left the process group survive everything, and what the program leaves
-// running when it exits normally is not killed. And on every system a
+// what left the program's process group if the supervisor itself is
+// killed. On other Unix systems (macOS, the BSDs), descendants that
+// left the process group survive everything, what the program leaves
+// running when it exits normally is not killed, and the program can read
+// the scheduler's environment (ps -E on macOS). And on every system a
 // scheduler that is frozen (SIGSTOP, a paused VM) past its lease loses its
 // slot to another process while its command may still be running; its
 // command is stopped when the scheduler resumes and finds the lease lost.
@@ -120,6 +125,21 @@ var ErrCannotStart = supervisor.ErrCannotStart
 // token, so a system the command writes to can refuse a write that carries
 // a smaller token than one it has already seen, and a stale run cannot
 // overwrite a newer one.
+//
+// # What the program can reach
+//
+// Its environment (above), its arguments, and standard input, output and
+// error: every other descriptor of the scheduler's process is closed on
+// exec. On Linux the scheduler's process becomes non-dumpable
+// (PR_SET_DUMPABLE 0) when it runs its first command, and so does the
+// supervisor: a process of the same user, the program included, can no
+// longer read their /proc/<pid>/environ (the database URL), mem or fd, nor
+// ptrace them. That also stops core dumps of the scheduler's process, makes
+// its /proc/<pid> files root's, and leaves attaching a debugger, strace or
+// perf to root. Its command line (/proc/<pid>/cmdline) stays readable by
+// every local user. For a boundary that holds against everything a user
+// can do (signals, files the user can read), run the program as another
+// user.
 type Command struct {
 	// Path is the program: a path (relative to Dir), or a name looked up
 	// in the program's PATH.
