@@ -21,8 +21,8 @@ func closeInherited() {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
 		return
 	}
-	for fd := 3; uint64(fd) < lim.Cur && fd < 1<<20; fd++ {
-		unix.CloseOnExec(fd)
+	for fd := uint64(3); fd < min(uint64(lim.Cur), 1<<20); fd++ {
+		unix.CloseOnExec(int(fd))
 	}
 }
 
