@@ -295,3 +295,17 @@ func TestStderrRedactedAcrossBoundaries(t *testing.T) {
 		require.Empty(t, leaks(output), "offset %d", k)
 	}
 }
+
+func TestPieceEnd(t *testing.T) {
+	for line, want := range map[string]string{
+		"aaa bbb":                      "aaa ",
+		"aaa  postgres://app:s3cr3t":   "aaa  ",
+		"aaa password = s3cr3t":        "aaa ",
+		"aaa DB_PASSWORD: s3cr3t":      "aaa ",
+		"aaa bbb \t":                   "aaa ",
+		"nothing-to-cut-between-words": "nothing-to-cut-between-words",
+		" leading":                     " leading",
+	} {
+		require.Equal(t, want, line[:pieceEnd([]byte(line))], "%q", line)
+	}
+}

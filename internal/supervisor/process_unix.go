@@ -113,8 +113,8 @@ func (p *Process) readReport(r *os.File) {
 	for lines.Scan() {
 		if st, ok := decodeStatus(lines.Text()); ok {
 			p.report.status, p.report.ok = st, true
-		} else if n, err := fmt.Sscanf(lines.Text(), "pid %d", &pid); n != 1 || err != nil {
-			pid = 0
+		} else {
+			_, _ = fmt.Sscanf(lines.Text(), "pid %d", &pid)
 		}
 	}
 	if !p.report.ok && pid > 0 {
