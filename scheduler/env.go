@@ -1,10 +1,15 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/slot"
@@ -30,15 +35,56 @@ var slotVars = func() []string {
 	return names
 }()
 
-// isSecretEnv reports whether the variable name holds database
-// credentials, which a command gets only when Command.Env names it, even
-// with Command.EnvAll: DATABASE_URL, every ALMANAC_*_URL (such as
-// ALMANAC_LISTEN_URL) and every variable starting with PG (libpq's
-// PGPASSWORD, PGPASSFILE, PGSERVICE, PGSSLKEY, ... and the PGHOST, PGUSER
-// that go with them).
-func isSecretEnv(name string) bool {
-	return name == "DATABASE_URL" || strings.HasPrefix(name, "ALMANAC_") && strings.HasSuffix(name, "_URL") ||
-		strings.HasPrefix(name, "PG")
+// isSecretEnv reports whether a variable holds database credentials, which
+// a command gets only when Command.Env names it, even with Command.EnvAll:
+//
+//   - by its name: DATABASE_URL, every ALMANAC_*_URL (such as
+//     ALMANAC_LISTEN_URL) and every variable starting with PG (libpq's
+//     PGPASSWORD, PGPASSFILE, PGSERVICE, PGSSLKEY, ... and the PGHOST,
+//     PGUSER that go with them);
+//   - by its value: a PostgreSQL connection string (see connString), or
+//     one of passwords, those of the scheduler's connections.
+func isSecretEnv(name, value string, passwords []string) bool {
+	if name == "DATABASE_URL" || strings.HasPrefix(name, "ALMANAC_") && strings.HasSuffix(name, "_URL") ||
+		strings.HasPrefix(name, "PG") || connString.MatchString(value) {
+		return true
+	}
+	return slices.ContainsFunc(passwords, func(p string) bool { return strings.Contains(value, p) })
+}
+
+// connString finds a PostgreSQL connection string in a value: a URL
+// (postgres:// or postgresql://, also inside another, as in a JDBC URL),
+// or libpq keyword/value pairs that name a host, a database or a password.
+var connString = regexp.MustCompile(`(?i)postgres(?:ql)?://|(?:^|\s)(?:host|hostaddr|dbname|password|passfile|service)\s*=`)
+
+// connPasswordsKey is the context key of the passwords of the scheduler's
+// connections, which the scheduler gives its lease handlers: a variable
+// holding one is not passed by Command.EnvAll.
+type connPasswordsKey struct{}
+
+func withConnPasswords(ctx context.Context, passwords []string) context.Context {
+	if len(passwords) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, connPasswordsKey{}, passwords)
+}
+
+func connPasswords(ctx context.Context) []string {
+	p, _ := ctx.Value(connPasswordsKey{}).([]string)
+	return p
+}
+
+// connectionPasswords returns the passwords pool and listen (either may be
+// nil) connect with, from their URL, PGPASSWORD or a password file.
+func connectionPasswords(pool *pgxpool.Pool, listen *pgx.ConnConfig) []string {
+	var passwords []string
+	if pool != nil {
+		passwords = append(passwords, pool.Config().ConnConfig.Password)
+	}
+	if listen != nil {
+		passwords = append(passwords, listen.Password)
+	}
+	return slices.DeleteFunc(passwords, func(p string) bool { return p == "" })
 }
 
 // CheckEnv checks one Command.Env entry: NAME or NAME=value, NAME made of
@@ -72,12 +118,13 @@ func validEnvName(name string) bool {
 
 // environ is the command's environment without the slot variables: the
 // defaultEnv and LC_* variables of the scheduler's environment (all of it
-// but the secrets with EnvAll), then Env's entries.
-func (c Command) environ() []string {
+// but the secrets with EnvAll; passwords are those of the scheduler's
+// connections), then Env's entries.
+func (c Command) environ(passwords []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(defaultEnv, name) || strings.HasPrefix(name, "LC_") || c.EnvAll && !isSecretEnv(name) {
+		name, value, _ := strings.Cut(kv, "=")
+		if slices.Contains(defaultEnv, name) || strings.HasPrefix(name, "LC_") || c.EnvAll && !isSecretEnv(name, value, passwords) {
 			env = append(env, kv)
 		}
 	}

@@ -238,7 +238,7 @@ const afterStop = 5 * time.Second
 func (s *Scheduler) runLease(ctx context.Context, j *job, l *acquire.Lease, claimStart time.Time) acquire.Result {
 	stop := j.queue.KeepAlive(ctx, []*acquire.Lease{l})
 	defer stop()
-	hctx, cancel := l.Context(ctx)
+	hctx, cancel := l.Context(withConnPasswords(ctx, s.passwords))
 	defer cancel()
 	hctx, span := s.claimed(hctx, j, l.Slot, claimStart, true)
 	start := time.Now()

@@ -95,6 +95,10 @@ type Scheduler struct {
 	opts Options
 	jobs []*job
 	tel  *telemetry.Instruments
+	// passwords are those of the scheduler's connections, which lease
+	// handlers get in their context: Command.EnvAll passes no variable
+	// holding one.
+	passwords []string
 
 	mu      sync.Mutex
 	running int
@@ -152,7 +156,7 @@ func New(pool *pgxpool.Pool, opts Options) *Scheduler {
 		opts.Clock = systemClock{}
 	}
 	return &Scheduler{pool: pool, opts: opts, poke: make(chan struct{}, 1),
-		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}
+		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider), passwords: connectionPasswords(pool, opts.Listen)}
 }
 
 // Add adds a job. Call it before Run.

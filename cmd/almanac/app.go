@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -223,6 +225,9 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 			a.urlFrom = "the PG* environment variables and defaults"
 		}
 	}
+	if cmd.Flags().Changed("database-url") && hasPassword(a.databaseURL) {
+		a.warnPasswordFlag("database-url", "DATABASE_URL")
+	}
 	if !cmd.Flags().Changed("schema") {
 		a.schema = a.getenv("ALMANAC_SCHEMA")
 		if a.schema == "" {
@@ -241,6 +246,8 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	}
 	if !cmd.Flags().Changed("listen-url") {
 		a.listenURL = a.getenv("ALMANAC_LISTEN_URL")
+	} else if hasPassword(a.listenURL) {
+		a.warnPasswordFlag("listen-url", "ALMANAC_LISTEN_URL")
 	}
 	if a.listenURL != "" {
 		if _, err := pgx.ParseConfig(a.listenURL); err != nil {
@@ -273,6 +280,20 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 		return usagef("--retry-timeout %s: expected a positive duration such as 30s", a.retryTimeout)
 	}
 	return nil
+}
+
+// passwordInConnString finds a password in a connection string: in a URL's
+// user information or query, or as a keyword/value pair.
+var passwordInConnString = regexp.MustCompile(`(?i)^postgres(?:ql)?://[^/?#]*:[^/?#]*@|[?&]password=[^&]|(?:^|\s)password\s*=\s*\S`)
+
+// hasPassword reports whether the connection string conn holds a password.
+func hasPassword(conn string) bool { return passwordInConnString.MatchString(conn) }
+
+// warnPasswordFlag warns, on one line, that the --flag given holds a
+// password: a command line is not a secret.
+func (a *app) warnPasswordFlag(flag, env string) {
+	fmt.Fprintf(a.stderr, "almanac: warning: the password in --%s can be read by every local user (ps, /proc/%d/cmdline); set %s, PGPASSWORD or a ~/.pgpass file instead\n",
+		flag, os.Getpid(), env)
 }
 
 // logger returns the log of the command: on stderr, as text or JSON lines
