@@ -37,15 +37,12 @@ type summary struct {
 	LastCompleted string  `json:"lastCompleted,omitempty"`
 }
 
-// summaries sums every series over its extent: one aggregate statement per
-// series, the very calendar of the whole series the page asks for next,
-// so that it comes from the cache.
-func (s *server) summaries(r *http.Request) ([]summary, error) {
-	ctx := r.Context()
-	infos, err := s.client.ListSeries(ctx)
-	if err != nil {
-		return nil, err
-	}
+// summaries sums each series of infos over its extent: one aggregate
+// statement per series, the very calendar of the whole series the page
+// asks for next, so that it comes from the cache. asOf is when the oldest
+// of them was read.
+func (s *server) summaries(ctx context.Context, infos []almanac.SeriesInfo) (sums []summary, asOf time.Time, err error) {
+	asOf = time.Now()
 	out := make([]summary, 0, len(infos))
 	for _, info := range infos {
 		g := info.Series
@@ -54,23 +51,24 @@ func (s *server) summaries(r *http.Request) ([]summary, error) {
 		sm.Href = template.URL("#" + sm.Query) // built by url.Values.Encode: nothing to escape
 		from, to, ok, err := s.client.Extent(ctx, g)
 		if err != nil {
-			return nil, err
+			return nil, asOf, err
 		}
 		if !ok {
 			sm.Empty, sm.Covered = true, 100
 			out = append(out, sm)
 			continue
 		}
-		h, _, err := s.heatmap(ctx, g, from, to, s.opts.Buckets, false)
+		h, at, err := s.heatmap(ctx, g, from, to, s.opts.Buckets, false)
 		if err != nil {
-			return nil, err
+			return nil, asOf, err
 		}
+		asOf = earlier(asOf, at)
 		sm.counts = countsOf(h.Total)
 		sm.Covered = sm.counts.covered()
 		sm.OldestOpen, sm.LastCompleted = human(h.OldestOpen), human(h.LastCompleted)
 		out = append(out, sm)
 	}
-	return out, nil
+	return out, asOf, nil
 }
 
 func seriesQuery(g almanac.Series) string {
@@ -94,8 +92,14 @@ func human(t time.Time) string {
 // index renders the page: the series table on the server, the calendar by
 // the script from the JSON API.
 func (s *server) index(w http.ResponseWriter, r *http.Request) {
-	sums, err := s.summaries(r)
-	data := map[string]any{"Series": sums, "Actions": s.actionsOn(), "Buckets": s.opts.Buckets, "CSRF": ""}
+	infos, err := s.client.ListSeries(r.Context())
+	var sums []summary
+	asOf := time.Now()
+	if err == nil {
+		sums, asOf, err = s.summaries(r.Context(), infos)
+	}
+	data := map[string]any{"Series": sums, "Actions": s.actionsOn(), "Buckets": s.opts.Buckets, "CSRF": "",
+		"Refresh": max(s.opts.Refresh, 0).Milliseconds(), "AsOf": asOf.Format("15:04:05 MST")}
 	if err != nil {
 		code, msg := s.status(r, err)
 		w.WriteHeader(code)
@@ -114,14 +118,32 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// apiSeries answers the series table: every series, or the one named by
+// series and interval (what a page showing that series refreshes, at the
+// cost of one series rather than all).
 func (s *server) apiSeries(w http.ResponseWriter, r *http.Request) {
-	sums, err := s.summaries(r)
+	q := r.URL.Query()
+	var infos []almanac.SeriesInfo
+	var err error
+	if q.Has("series") || q.Has("interval") {
+		var info almanac.SeriesInfo
+		if info, err = s.client.LookupSeries(r.Context(), q.Get("series"), q.Get("interval")); err == nil {
+			infos = []almanac.SeriesInfo{info}
+		}
+	} else {
+		infos, err = s.client.ListSeries(r.Context())
+	}
+	var sums []summary
+	var asOf time.Time
+	if err == nil {
+		sums, asOf, err = s.summaries(r.Context(), infos)
+	}
 	if err != nil {
 		code, msg := s.status(r, err)
 		writeError(w, code, msg)
 		return
 	}
-	writeJSON(w, map[string]any{"series": sums})
+	writeFresh(w, r, map[string]any{"series": sums}, asOf)
 }
 
 // target is the series and range a request names.
@@ -189,8 +211,6 @@ type heatmap struct {
 	Up *span `json:"up,omitempty"`
 	// Whole is the series' extent.
 	Whole span `json:"whole"`
-	// AsOf is when the counts were read (they may come from the cache).
-	AsOf string `json:"asOf"`
 }
 
 // heatmap returns the calendar of [from, to) of g, from the cache when it
@@ -248,11 +268,11 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 				OldestOpen: human(h.OldestOpen), LastCompleted: human(h.LastCompleted),
 				Whole: span{almanac.FormatTime(t.lo), almanac.FormatTime(t.hi)}}
 			out.Covered = out.Total.covered()
-			out.AsOf = at.In(t.series.Location()).Format("15:04:05 MST")
 			if a, b, ok := enclosing(h.From, h.To, t.lo, t.hi); ok {
 				out.Up = &span{almanac.FormatTime(a), almanac.FormatTime(b)}
 			}
-			writeJSON(w, out)
+			// The counts may come from the cache: as of when they were read.
+			writeFresh(w, r, out, at.In(t.series.Location()))
 			return
 		}
 	}
@@ -269,6 +289,12 @@ func (s *server) buckets(r *http.Request) int {
 	return s.opts.Buckets
 }
 
+// overdueAfter is how long past its next try a failed slot waits before the
+// page calls it overdue: a running worker looks for due slots every few
+// seconds (the scheduler's PollInterval, 5 s by default), and the page's
+// clock may be a little off the database's.
+const overdueAfter = time.Minute
+
 // failure is a failed slot as the page lists it.
 type failure struct {
 	Slot      string `json:"slot"`
@@ -279,29 +305,89 @@ type failure struct {
 	Message   string `json:"message"`
 	At        string `json:"at"`
 	NotBefore string `json:"notBefore,omitempty"`
+	// Overdue is set when the slot's next try is more than overdueAfter
+	// past and no worker has taken it.
+	Overdue bool `json:"overdue,omitempty"`
+}
+
+// failures are the failed slots of a range as the page lists them, and
+// whether workers seem to have stopped.
+type failures struct {
+	Failures []failure `json:"failures"`
+	Limit    int       `json:"limit"`
+	// Overdue counts the listed slots that are overdue.
+	Overdue int `json:"overdue"`
+	// Stalled is set when some are overdue and no worker has been seen
+	// after the latest of them fell due: the series' last completion and
+	// the latest failure listed are no later.
+	Stalled bool `json:"stalled"`
+	// LastSeen is the later of those two, "" when there is neither; set
+	// when some are overdue.
+	LastSeen string `json:"lastSeen,omitempty"`
 }
 
 func (s *server) apiFailures(w http.ResponseWriter, r *http.Request) {
 	t, err := s.target(r, r.URL.Query().Get)
+	var fs []almanac.FailedSlot
 	if err == nil {
-		var fs []almanac.FailedSlot
-		if fs, err = s.client.FailedSlots(r.Context(), t.series, t.from, t.to, maxFailures); err == nil {
-			out := make([]failure, len(fs))
-			for i, f := range fs {
-				state := "failed"
-				if f.Parked {
-					state = "parked"
-				}
-				out[i] = failure{Slot: almanac.FormatTime(f.Start), SlotText: human(f.Start), State: state,
-					Attempts: f.Attempts, FailCount: f.FailCount, Message: f.Message, At: human(f.At),
-					NotBefore: human(f.NotBefore)}
-			}
-			writeJSON(w, map[string]any{"failures": out, "limit": maxFailures})
-			return
-		}
+		fs, err = s.client.FailedSlots(r.Context(), t.series, t.from, t.to, maxFailures)
 	}
-	code, msg := s.status(r, err)
-	writeError(w, code, msg)
+	var now time.Time
+	var out failures
+	if err == nil {
+		now = time.Now().In(t.series.Location())
+		out, err = s.failures(r.Context(), t, fs, now)
+	}
+	if err != nil {
+		code, msg := s.status(r, err)
+		writeError(w, code, msg)
+		return
+	}
+	writeFresh(w, r, out, now)
+}
+
+// failures lists fs, the failed slots of t, as of now: which are overdue,
+// and whether a worker has been seen since they fell due. A worker leaves
+// two traces the page can read cheaply: the series' last completion (its
+// whole-series calendar, which the series table keeps in the cache) and
+// the failures themselves (fs is latest first). Claims and leases write
+// no time that can be read without reading every row.
+func (s *server) failures(ctx context.Context, t target, fs []almanac.FailedSlot, now time.Time) (failures, error) {
+	out := failures{Failures: make([]failure, len(fs)), Limit: maxFailures}
+	var lastDue, lastSeen time.Time
+	for i, f := range fs {
+		state := "failed"
+		if f.Parked {
+			state = "parked"
+		}
+		// A slot due at once (no backoff, or retried) is due since its
+		// failure or retry was recorded.
+		due := f.NotBefore
+		if due.IsZero() {
+			due = f.At
+		}
+		overdue := !f.Parked && now.Sub(due) > overdueAfter
+		if overdue {
+			out.Overdue++
+			lastDue = later(lastDue, due)
+		}
+		lastSeen = later(lastSeen, f.At)
+		out.Failures[i] = failure{Slot: almanac.FormatTime(f.Start), SlotText: human(f.Start), State: state,
+			Attempts: f.Attempts, FailCount: f.FailCount, Message: f.Message, At: human(f.At),
+			NotBefore: human(f.NotBefore), Overdue: overdue}
+	}
+	if out.Overdue == 0 {
+		return out, nil
+	}
+	h, _, err := s.heatmap(ctx, t.series, t.lo, t.hi, s.opts.Buckets, false)
+	if err != nil {
+		return failures{}, err
+	}
+	lastSeen = later(lastSeen, h.LastCompleted)
+	// A slot failed without backoff is due the moment its failure is
+	// recorded: that failure is no sign of a worker after it.
+	out.Stalled, out.LastSeen = !lastSeen.After(lastDue), human(lastSeen)
+	return out, nil
 }
 
 // event is one entry of a slot's history as the page shows it.
@@ -364,7 +450,7 @@ func (s *server) apiHistory(w http.ResponseWriter, r *http.Request) {
 			Fence: e.Fence, Attempt: e.Attempt, Actor: e.Actor, Message: e.Message}
 	}
 	out["events"] = events
-	writeJSON(w, out)
+	writeFresh(w, r, out, time.Now().In(t.series.Location()))
 }
 
 // apiAction re-opens, skips or retries a range, for an authorized request

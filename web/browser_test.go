@@ -27,8 +27,16 @@ import (
 var screenshots = flag.String("screenshots", "", "folder to save the coverage page's screenshots in")
 
 // browser starts headless Chromium, as root can run it, with a fresh
-// profile; the test fails with what to install when there is none.
+// profile, in a window of 1440 by 1000 pixels; the test fails with what to
+// install when there is none.
 func browser(t testing.TB) context.Context {
+	t.Helper()
+	return browserSized(t, 1440, 1000)
+}
+
+// browserSized starts headless Chromium in a window of width by height
+// pixels.
+func browserSized(t testing.TB, width, height int) context.Context {
 	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -51,7 +59,7 @@ func browser(t testing.TB) context.Context {
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 1000))
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height))
 	t.Cleanup(cancelAlloc)
 	ctx, cancelTab := chromedp.NewContext(ctx)
 	t.Cleanup(cancelTab)

@@ -49,6 +49,9 @@ const DefaultSessionTTL = 12 * time.Hour
 // DefaultMaxHeatmaps is the default of Options.MaxHeatmaps.
 const DefaultMaxHeatmaps = 2
 
+// DefaultRefresh is the default of Options.Refresh.
+const DefaultRefresh = 10 * time.Second
+
 // heatmapWait bounds how long a calendar waits for its turn before it is
 // answered 503.
 const heatmapWait = 20 * time.Second
@@ -104,6 +107,12 @@ type Options struct {
 	CacheTTL time.Duration
 	// SessionTTL is how long a login lasts. Default DefaultSessionTTL.
 	SessionTTL time.Duration
+	// Refresh is how often an open page asks whether what it shows
+	// changed, while it is visible: an unchanged answer is a 304 without
+	// a body (an entity tag of the data), a changed one is redrawn in
+	// place. Below CacheTTL the counts still change only every CacheTTL.
+	// Default DefaultRefresh; negative: only on reload.
+	Refresh time.Duration
 	// Logger receives the actions taken (who, what, why) and the errors
 	// that are answered with a generic message, with passwords hidden
 	// (a reason may quote a connection URL). Default: silent.
@@ -143,6 +152,9 @@ func Handler(client *almanac.Client, opts Options) http.Handler {
 	}
 	if opts.MaxHeatmaps <= 0 {
 		opts.MaxHeatmaps = DefaultMaxHeatmaps
+	}
+	if opts.Refresh == 0 {
+		opts.Refresh = DefaultRefresh
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
