@@ -95,6 +95,9 @@ func human(t time.Time) string {
 func (s *server) index(w http.ResponseWriter, r *http.Request) {
 	sums, err := s.summaries(r)
 	data := map[string]any{"Series": sums, "Actions": s.actionsOn(), "Buckets": s.opts.Buckets, "CSRF": ""}
+	if v, err := s.client.ServerVersion(r.Context()); err == nil {
+		data["Server"] = v
+	}
 	if err != nil {
 		code, msg := s.status(r, err)
 		w.WriteHeader(code)
@@ -111,12 +114,16 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) apiSeries(w http.ResponseWriter, r *http.Request) {
 	sums, err := s.summaries(r)
+	var version string
+	if err == nil {
+		version, err = s.client.ServerVersion(r.Context())
+	}
 	if err != nil {
 		code, msg := s.status(r, err)
 		writeError(w, code, msg)
 		return
 	}
-	writeJSON(w, map[string]any{"series": sums})
+	writeJSON(w, map[string]any{"series": sums, "serverVersion": version})
 }
 
 // target is the series and range a request names.
