@@ -100,6 +100,9 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"Series": sums, "Actions": s.actionsOn(), "Buckets": s.opts.Buckets, "CSRF": "",
 		"Refresh": max(s.opts.Refresh, 0).Milliseconds(), "AsOf": asOf.Format("15:04:05 MST")}
+	if v, err := s.client.ServerVersion(r.Context()); err == nil {
+		data["Server"] = v
+	}
 	if err != nil {
 		code, msg := s.status(r, err)
 		w.WriteHeader(code)
@@ -138,12 +141,16 @@ func (s *server) apiSeries(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		sums, asOf, err = s.summaries(r.Context(), infos)
 	}
+	var version string
+	if err == nil {
+		version, err = s.client.ServerVersion(r.Context())
+	}
 	if err != nil {
 		code, msg := s.status(r, err)
 		writeError(w, code, msg)
 		return
 	}
-	writeFresh(w, r, map[string]any{"series": sums}, asOf)
+	writeFresh(w, r, map[string]any{"series": sums, "serverVersion": version}, asOf)
 }
 
 // target is the series and range a request names.

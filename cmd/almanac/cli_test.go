@@ -77,8 +77,9 @@ func TestMigrateLifecycle(t *testing.T) {
 	r := cli(t, "--schema", schema, "migrate", "status", "--json")
 	requireOK(t, r)
 	var status struct {
-		Schema     string
-		Migrations []struct {
+		Schema        string
+		ServerVersion string `json:"server_version"`
+		Migrations    []struct {
 			Version int
 			Applied bool
 		}
@@ -86,6 +87,12 @@ func TestMigrateLifecycle(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &status))
 	require.Equal(t, schema, status.Schema)
 	require.False(t, status.Migrations[0].Applied)
+	var server string
+	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), "SHOW server_version").Scan(&server))
+	require.Equal(t, server, status.ServerVersion)
+	r = cli(t, "--schema", schema, "migrate", "status")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, fmt.Sprintf("schema %q on PostgreSQL %s\n", schema, server))
 
 	r = cli(t, "--schema", schema, "migrate", "up")
 	requireOK(t, r)

@@ -1,0 +1,17 @@
+package migrations
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestOlderServerRefused: a server older than the minimum is named in the
+// error, rather than failing on the first feature it lacks (on 13:
+// operator class "timestamptz_minmax_multi_ops" does not exist).
+func TestOlderServerRefused(t *testing.T) {
+	err := Server{Version: "13.23", Num: 130023}.check()
+	require.ErrorIs(t, err, ErrServerVersion)
+	require.EqualError(t, err, "PostgreSQL server too old: almanac needs PostgreSQL 14 or later, and this server runs 13.23")
+	require.NoError(t, Server{Version: "14.0", Num: 140000}.check())
+}
