@@ -3,6 +3,7 @@ package almanac
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,10 @@ type engine struct {
 	onResult func(*job, acquire.Result)
 	jobs     []*job
 	tel      *telemetry.Instruments
+	// passwords are those of the engine's connections, which lease
+	// handlers get in their context (redact.WithPasswords): a Command's
+	// EnvAll passes no variable holding one.
+	passwords []string
 
 	mu      sync.Mutex
 	running int
@@ -91,7 +96,20 @@ type job struct {
 func newEngine(pool *pgxpool.Pool, opts Options, listen *pgx.ConnConfig) *engine {
 	opts = opts.withDefaults()
 	return &engine{pool: pool, opts: opts, listenTo: listen, sweep: sweepInterval, poke: make(chan struct{}, 1),
-		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider)}
+		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider), passwords: connectionPasswords(pool, listen)}
+}
+
+// connectionPasswords returns the passwords pool and listen (either may be
+// nil) connect with, from their URL, PGPASSWORD or a password file.
+func connectionPasswords(pool *pgxpool.Pool, listen *pgx.ConnConfig) []string {
+	var passwords []string
+	if pool != nil {
+		passwords = append(passwords, pool.Config().ConnConfig.Password)
+	}
+	if listen != nil {
+		passwords = append(passwords, listen.Password)
+	}
+	return slices.DeleteFunc(passwords, func(p string) bool { return p == "" })
 }
 
 // add adds a job, before the engine starts.

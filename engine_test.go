@@ -3,6 +3,7 @@ package almanac
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -352,6 +353,42 @@ echo "done $ALMANAC_NAME"
 	require.Contains(t, stderr.String(), "[cmd 2026-01-01T00:02:00Z/PT1M] disk full\n")
 	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'AVAILABLE' AND fail_count = 1 AND message LIKE '%exit status 3: disk full'`))
 	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'SKIP'`))
+}
+
+// TestCommandGetsNoConnectionPassword: the engine gives its lease handlers
+// the passwords of its connections (the pool's and the listener's), so a
+// Command with EnvAll passes no variable holding one, whatever its name.
+func TestCommandGetsNoConnectionPassword(t *testing.T) {
+	db := pgtest.New(t)
+	t.Setenv("DB_PASS", "conn-pw")
+	t.Setenv("LISTEN_PASS", "listen-pw")
+	t.Setenv("REPORT_DIR", "/srv/reports")
+	// The pool connects with the password "conn-pw", the listener with
+	// "listen-pw" (the test server, trusting every connection, checks
+	// neither).
+	withPassword := func(password string) string {
+		u, err := url.Parse(db.URL)
+		require.NoError(t, err)
+		u.User = url.UserPassword(u.User.Username(), password)
+		return u.String()
+	}
+	listen, err := pgx.ParseConfig(withPassword("listen-pw"))
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "env")
+	script := filepath.Join(t.TempDir(), "job.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nenv > \""+out+"\"\n"), 0o755))
+	e := newEngine(pgtest.OwnPool(t, withPassword("conn-pw"), 4, ""), Options{Schema: db.Schema}, listen)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, e.add(Job{Series: series(t, "cmd", "PT1M"), From: start, To: start.Add(time.Minute),
+		LeaseHandler: Command{Path: script, EnvAll: true}.LeaseHandler()}))
+	summary, err := e.drain(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, summary.Completed)
+	env, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Contains(t, string(env), "REPORT_DIR=/srv/reports\n")
+	require.NotContains(t, string(env), "conn-pw", "DB_PASS holds the pool's password")
+	require.NotContains(t, string(env), "listen-pw", "LISTEN_PASS holds the listener's password")
 }
 
 // TestCommandStoppedOnLeaseLoss: when the lease goes, the command's whole

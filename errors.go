@@ -22,6 +22,9 @@ var (
 	ErrInvalid = slot.ErrInvalid
 	// ErrNotMigrated: the schema lacks migrations; run Client.Migrate.
 	ErrNotMigrated = migrations.ErrNotMigrated
+	// ErrServerVersion: Client.Migrate found a PostgreSQL server older
+	// than 14, the oldest the schema works on, and applied nothing.
+	ErrServerVersion = migrations.ErrServerVersion
 	// ErrUnknownSeries: the series is not registered.
 	ErrUnknownSeries = seriesdb.ErrUnknownSeries
 	// ErrSeriesConflict: the series is registered with another zone or

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/retry"
 )
 
@@ -196,7 +197,7 @@ const afterStop = 5 * time.Second
 func (e *engine) runLease(ctx context.Context, j *job, l *acquire.Lease, claimStart time.Time) acquire.Result {
 	stop := j.queue.KeepAlive(ctx, []*acquire.Lease{l})
 	defer stop()
-	hctx, cancel := l.Context(ctx)
+	hctx, cancel := l.Context(redact.WithPasswords(ctx, e.passwords))
 	defer cancel()
 	hctx, span := e.claimed(hctx, j, l.Slot, claimStart, true)
 	start := time.Now()

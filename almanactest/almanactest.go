@@ -45,9 +45,11 @@ const callTimeout = time.Minute
 
 // Main runs the tests of m, then closes the pool, drops the schemas of
 // Example functions (see ExampleTB), stops and removes the throwaway
-// cluster if one was started, and exits with m.Run's code. Every package
-// whose tests use almanactest must call it from TestMain; the other
-// functions fail the test if it does not.
+// cluster if one was started, and exits with m.Run's code (or 1 when a
+// test left connections of the pool acquired: Main waits 10 s for them,
+// then reports them rather than hang). Every package whose tests use
+// almanactest must call it from TestMain; the other functions fail the
+// test if it does not.
 //
 // A test binary that dies without returning from m.Run (a panic, a
 // -timeout) leaves its throwaway cluster behind; the next one started on
@@ -64,6 +66,10 @@ func Main(m *testing.M) { pgtest.Main(m) }
 //  3. a throwaway cluster (fsync off, on a temporary directory) started
 //     with the PostgreSQL binaries on PATH or in the usual directories, and
 //     removed by Main.
+//
+// ALMANAC_PG_VERSION (a major version, e.g. 16) overrides all three with a
+// throwaway cluster of that version, and fails if its binaries are not
+// installed.
 //
 // Each probe gives up after 2 s. URL fails the test if no server can be had
 // (saying how to provide one) or if Main is not running the tests.

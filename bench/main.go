@@ -19,10 +19,11 @@
 //	--json              one JSON object per line, each row as it finishes
 //	--repeats N         measurements of each side of a row (default 3); medians are quoted
 //	--workers N         concurrency of the throughput scenarios (default 8, at most 32)
-//	--scenarios a,b     the scenarios to run (default all but materialize-10m, which runs only when named; see --help)
+//	--scenarios a,b     the scenarios to run (default all but materialize-10m and series-scale, which run only
+//	                    when named, series-scale also with --quick; see --help)
 //	--almanac PATH      almanac's command line, for the memory scenario (default: almanac on PATH)
 //	--pgbench PATH      pgbench, for the ceilings (default: on PATH or in /usr/lib/postgresql/*/bin)
-//	--svg DIR           write the charts (throughput.svg, times.svg, sustained.svg) into DIR
+//	--svg DIR           write the charts (throughput.svg, times.svg, series-scale.svg, sustained.svg) into DIR
 //	--sustained D       run only the sustained scenario, for D (e.g. 30m), on a cluster of its own
 //	--period P          the sustained scenario's reporting period (default 1m)
 //	--server-setting name=value
@@ -70,6 +71,13 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if suite.IsChild() {
+		// A scenario started this binary again to measure a process of its
+		// own (series-scale).
+		code := suite.RunChild(ctx, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
@@ -108,11 +116,11 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per line, each row as it finishes")
 	fs.IntVar(&f.repeats, "repeats", suite.DefaultRepeats, "measurements of each side of a row; medians are quoted")
 	fs.IntVar(&f.workers, "workers", suite.DefaultWorkers, fmt.Sprintf("workers of the throughput scenarios, 1 to %d", suite.MaxWorkers))
-	fs.StringVar(&f.scenarios, "scenarios", "", "comma-separated scenarios to run (default all)")
+	fs.StringVar(&f.scenarios, "scenarios", "", "comma-separated scenarios to run (default all but the opt-in ones: materialize-10m, and series-scale but with --quick)")
 	fs.BoolVar(&f.hold, "hold-snapshot", false, "keep a transaction with its snapshot open for the whole run, as a long job or backup would")
 	fs.StringVar(&f.almanac, "almanac", "", "almanac's command line, for the memory scenario (default: almanac on PATH)")
 	fs.StringVar(&f.pgbench, "pgbench", "", "pgbench, for the ceilings (default: on PATH or in /usr/lib/postgresql/*/bin)")
-	fs.StringVar(&f.svg, "svg", "", "directory to write the charts into (throughput.svg, times.svg, sustained.svg)")
+	fs.StringVar(&f.svg, "svg", "", "directory to write the charts into (throughput.svg, times.svg, series-scale.svg, sustained.svg)")
 	fs.DurationVar(&f.sustained, "sustained", 0, "run only the sustained scenario, for this long (e.g. 30m), on a cluster of its own")
 	fs.DurationVar(&f.period, "period", time.Minute, "reporting period of the sustained scenario")
 	fs.Var(&f.settings, "server-setting", "`name=value` for the sustained scenario's cluster, such as max_wal_size=8GB (repeatable; default PostgreSQL's defaults)")
@@ -276,6 +284,7 @@ func writeCharts(dir string, rep suite.Report, sus *suite.SustainedReport) error
 	if len(rep.Rows) > 0 {
 		charts["throughput.svg"] = suite.ThroughputSVG(rep)
 		charts["times.svg"] = suite.TimesSVG(rep)
+		charts["series-scale.svg"] = suite.SeriesScaleSVG(rep)
 	}
 	if sus != nil {
 		charts["sustained.svg"] = suite.SustainedSVG(*sus)

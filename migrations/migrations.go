@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/pgversion"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/wake"
@@ -198,12 +199,21 @@ const (
 // cannot change the schema (see Grants) may call it at every start. Only
 // when a migration is pending does it take the migration lock, create the
 // schema if it is missing (which needs CREATE on the database; a schema the
-// migrating role owns needs nothing more) and apply what is missing.
+// migrating role owns needs nothing more) and apply what is missing. On a
+// server older than PostgreSQL 14 it applies nothing and returns an error
+// wrapping ErrServerVersion.
 func Up(ctx context.Context, db DB, schema string) ([]int, error) {
 	if err := sqlschema.Check(schema); err != nil {
 		return nil, err
 	}
 	if err := Require(ctx, db, schema); err == nil || !errors.Is(err, ErrNotMigrated) {
+		return nil, err
+	}
+	server, err := pgversion.Of(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkServer(server); err != nil {
 		return nil, err
 	}
 	var applied []int

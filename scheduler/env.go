@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -30,16 +31,27 @@ var slotVars = func() []string {
 	return names
 }()
 
-// isSecretEnv reports whether the variable name holds database
-// credentials, which a command gets only when Command.Env names it, even
-// with Command.EnvAll: DATABASE_URL, every ALMANAC_*_URL (such as
-// ALMANAC_LISTEN_URL) and every variable starting with PG (libpq's
-// PGPASSWORD, PGPASSFILE, PGSERVICE, PGSSLKEY, ... and the PGHOST, PGUSER
-// that go with them).
-func isSecretEnv(name string) bool {
-	return name == "DATABASE_URL" || strings.HasPrefix(name, "ALMANAC_") && strings.HasSuffix(name, "_URL") ||
-		strings.HasPrefix(name, "PG")
+// isSecretEnv reports whether a variable holds database credentials, which
+// a command gets only when Command.Env names it, even with Command.EnvAll:
+//
+//   - by its name: DATABASE_URL, every ALMANAC_*_URL (such as
+//     ALMANAC_LISTEN_URL) and every variable starting with PG (libpq's
+//     PGPASSWORD, PGPASSFILE, PGSERVICE, PGSSLKEY, ... and the PGHOST,
+//     PGUSER that go with them);
+//   - by its value: a PostgreSQL connection string (see connString), or
+//     one of passwords, those of the scheduler's connections.
+func isSecretEnv(name, value string, passwords []string) bool {
+	if name == "DATABASE_URL" || strings.HasPrefix(name, "ALMANAC_") && strings.HasSuffix(name, "_URL") ||
+		strings.HasPrefix(name, "PG") || connString.MatchString(value) {
+		return true
+	}
+	return slices.ContainsFunc(passwords, func(p string) bool { return strings.Contains(value, p) })
 }
+
+// connString finds a PostgreSQL connection string in a value: a URL
+// (postgres:// or postgresql://, also inside another, as in a JDBC URL),
+// or libpq keyword/value pairs that name a host, a database or a password.
+var connString = regexp.MustCompile(`(?i)postgres(?:ql)?://|(?:^|\s)(?:host|hostaddr|dbname|password|passfile|service)\s*=`)
 
 // checkEnv checks one Command.Env entry: NAME or NAME=value, NAME made of
 // ASCII letters, digits and underscores and not starting with a digit, and
@@ -72,12 +84,13 @@ func validEnvName(name string) bool {
 
 // environ is the command's environment without the slot variables: the
 // defaultEnv and LC_* variables of the scheduler's environment (all of it
-// but the secrets with EnvAll), then Env's entries.
-func (c Command) environ() []string {
+// but the secrets with EnvAll; passwords are those of the scheduler's
+// connections), then Env's entries.
+func (c Command) environ(passwords []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(defaultEnv, name) || strings.HasPrefix(name, "LC_") || c.EnvAll && !isSecretEnv(name) {
+		name, value, _ := strings.Cut(kv, "=")
+		if slices.Contains(defaultEnv, name) || strings.HasPrefix(name, "LC_") || c.EnvAll && !isSecretEnv(name, value, passwords) {
 			env = append(env, kv)
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,9 @@ const (
 	shownPath  = 512
 	// maxLine bounds a line of output kept in memory until its newline.
 	maxLine = 64 << 10
+	// tailContext is how much stderr is kept before the part the message
+	// shows, so that redaction sees whole a password that starts there.
+	tailContext = maxLine
 )
 
 // Command runs a program once per slot: the sidecar's handler. It needs a
@@ -52,9 +57,16 @@ const (
 //	ALMANAC_FENCE        fencing token of this attempt (see below)
 //	ALMANAC_KEY          "<name> <slot text>", an idempotency key
 //
-// EnvAll passes the whole environment instead, except DATABASE_URL, every
-// ALMANAC_*_URL (ALMANAC_LISTEN_URL) and every PG* variable: those pass
-// only when Env names them.
+// EnvAll passes the whole environment instead, except the variables that
+// hold database credentials, which pass only when Env names them:
+// DATABASE_URL, every ALMANAC_*_URL (ALMANAC_LISTEN_URL), every PG*
+// variable, and every variable whose value holds a PostgreSQL connection
+// string (postgres:// or postgresql:// anywhere in it, as in a JDBC URL,
+// or one of the libpq keywords host=, hostaddr=, dbname=, password=,
+// passfile=, service= at its start or after a blank) or the password of a
+// connection of the scheduler (from its URL, PGPASSWORD or a password
+// file; the scheduler gives it to the handler, so a LeaseHandler called
+// otherwise drops only the rest).
 //
 // # Outcome
 //
@@ -62,7 +74,10 @@ const (
 // or a death by signal is a failure whose message is the command's name,
 // its status and the last 3 KiB of its stderr. Passwords in URLs and in
 // password=... pairs are replaced by REDACTED in that message and in the
-// output lines copied to Stdout and Stderr, and the message is made
+// output lines copied to Stdout and Stderr. The message is redacted over
+// the last 67 KiB of stderr at once, so a password is found whole however
+// the output was cut into writes and lines; a line longer than 64 KiB is
+// copied in pieces that end between words. The message is made
 // storable: invalid UTF-8 bytes, NUL and the other control characters but
 // newline and tab become U+FFFD, a carriage return a newline, and a
 // character cut by the 3 KiB window is dropped, so recording the failure
@@ -81,14 +96,19 @@ const (
 // closes) and kills the group at once. On Linux the supervisor is a child
 // subreaper, so this reaches every descendant, also those that left the
 // group (setsid, daemons), and the program gets a parent-death signal should
-// the supervisor itself be killed.
+// the supervisor itself be killed. Should it be (by a descendant of the
+// program, which runs as the same user, or by the out-of-memory killer),
+// the scheduler kills the program's process group at once, and the
+// failure says "the supervisor was killed (signal: killed); the command's
+// process group was killed".
 //
 // What remains possible: on Linux, work handed to another service (a
 // systemd unit, a container, a remote host) outlives the command, as does
-// what the program's children started if the supervisor itself is killed
-// with SIGKILL. On other Unix systems (macOS, the BSDs), descendants that
-// left the process group survive everything, and what the program leaves
-// running when it exits normally is not killed. And on every system a
+// what left the program's process group if the supervisor itself is
+// killed. On other Unix systems (macOS, the BSDs), descendants that
+// left the process group survive everything, what the program leaves
+// running when it exits normally is not killed, and the program can read
+// the scheduler's environment (ps -E on macOS). And on every system a
 // scheduler that is frozen (SIGSTOP, a paused VM) past its lease loses its
 // slot to another process while its command may still be running; its
 // command is stopped when the scheduler resumes and finds the lease lost.
@@ -96,6 +116,21 @@ const (
 // token, so a system the command writes to can refuse a write that carries
 // a smaller token than one it has already seen, and a stale run cannot
 // overwrite a newer one.
+//
+// # What the program can reach
+//
+// Its environment (above), its arguments, and standard input, output and
+// error: every other descriptor of the scheduler's process is closed on
+// exec. On Linux the scheduler's process becomes non-dumpable
+// (PR_SET_DUMPABLE 0) when it runs its first command, and so does the
+// supervisor: a process of the same user, the program included, can no
+// longer read their /proc/<pid>/environ (the database URL), mem or fd, nor
+// ptrace them. That also stops core dumps of the scheduler's process, makes
+// its /proc/<pid> files root's, and leaves attaching a debugger, strace or
+// perf to root. Its command line (/proc/<pid>/cmdline) stays readable by
+// every local user. For a boundary that holds against everything a user
+// can do (signals, files the user can read), run the program as another
+// user.
 type Command struct {
 	// Path is the program: a path (relative to Dir), or a name looked up
 	// in the program's PATH.
@@ -109,7 +144,7 @@ type Command struct {
 	// NUL byte.
 	Env []string
 	// EnvAll passes the scheduler's whole environment except the database
-	// secrets that Env does not name.
+	// credentials that Env does not name (see above).
 	EnvAll bool
 	// Dir is the working directory; empty means the current one.
 	Dir string
@@ -142,7 +177,7 @@ func (c Command) Check() error {
 			return err
 		}
 	}
-	_, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(c.environ(), "PATH"))
+	_, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(c.environ(nil), "PATH"))
 	return err
 }
 
@@ -165,7 +200,7 @@ func (c Command) run(ctx context.Context, l *acquire.Lease, mu *sync.Mutex) erro
 		defer cancel()
 	}
 	name := safetext.Head(c.Path, shownPath)
-	env := append(c.environ(), slotEnv(l.Slot)...)
+	env := append(c.environ(redact.Passwords(ctx)), slotEnv(l.Slot)...)
 	path, err := supervisor.LookPath(c.Path, c.Dir, lookupEnv(env, "PATH"))
 	if err != nil {
 		return err // it was there when the scheduler started
@@ -264,7 +299,10 @@ type lineWriter struct {
 }
 
 func (lw *lineWriter) Write(p []byte) (int, error) {
-	if lw.w == nil && lw.tail == nil {
+	if lw.tail != nil {
+		lw.tail.write(p)
+	}
+	if lw.w == nil {
 		return len(p), nil
 	}
 	lw.buf = append(lw.buf, p...)
@@ -277,9 +315,33 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 		lw.buf = lw.buf[i+1:]
 	}
 	if len(lw.buf) > maxLine {
-		lw.flush()
+		// Pass the unfinished line on in pieces, each ending between
+		// words, so that a URL reaches redaction in one piece.
+		end := pieceEnd(lw.buf)
+		lw.emit(append(slices.Clip(lw.buf[:end]), '\n'))
+		lw.buf = lw.buf[end:]
 	}
 	return len(p), nil
+}
+
+// pieceEnd returns where a piece of the over-long line ends: after its last
+// run of blanks that does not separate a key from its value ("password =
+// x"), or at its end if there is none.
+func pieceEnd(line []byte) int {
+	for end := len(line); ; {
+		last := bytes.LastIndexAny(line[:end], " \t")
+		first := last
+		for first > 0 && (line[first-1] == ' ' || line[first-1] == '\t') {
+			first--
+		}
+		switch {
+		case first <= 0:
+			return len(line)
+		case line[first-1] != '=' && line[first-1] != ':' && last+1 < len(line) && line[last+1] != '=' && line[last+1] != ':':
+			return last + 1
+		}
+		end = first
+	}
 }
 
 func (lw *lineWriter) flush() {
@@ -291,34 +353,52 @@ func (lw *lineWriter) flush() {
 
 func (lw *lineWriter) emit(line []byte) {
 	text := redact.String(string(line))
-	if lw.tail != nil {
-		lw.tail.write(text)
-	}
-	if lw.w != nil {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		_, _ = io.WriteString(lw.w, lw.prefix+text)
-	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	_, _ = io.WriteString(lw.w, lw.prefix+text)
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the end of a stream as it was written: the last max
+// bytes, which the message shows, and tailContext bytes before them.
+// Redaction runs over all of it at once, so a password is found whole
+// however the stream was cut into writes and lines.
 type tailBuffer struct {
-	max int
-	buf []byte
+	max     int
+	buf     []byte
+	dropped bool // the stream's first bytes are no longer in buf
 }
 
-func (t *tailBuffer) write(s string) {
-	t.buf = append(t.buf, s...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+func (t *tailBuffer) write(p []byte) {
+	t.buf = append(t.buf, p...)
+	// Dropping the front only once twice the kept size is reached moves
+	// each byte at most once.
+	if keep := t.max + tailContext; len(t.buf) > 2*keep {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-keep:]...)
+		t.dropped = true
 	}
 }
 
-// suffix is ": " and the kept stderr, storable, or "" if there is none.
+// suffix is ": " and the end of the stream, passwords redacted, storable,
+// or "" if there is none.
 func (t *tailBuffer) suffix() string {
-	text := string(bytes.TrimSpace([]byte(safetext.Tail(t.buf, t.max))))
-	if text == "" {
+	text, dropped := t.buf, t.dropped
+	if keep := t.max + tailContext; len(text) > keep {
+		text, dropped = text[len(text)-keep:], true
+	}
+	if dropped {
+		// The kept bytes begin inside a line, maybe inside a password:
+		// begin at the next line, else the next word, before the part
+		// the message shows.
+		context := text[:max(len(text)-t.max, 0)]
+		if i := bytes.IndexByte(context, '\n'); i >= 0 {
+			text = text[i+1:]
+		} else if i := bytes.IndexAny(context, " \t"); i >= 0 {
+			text = text[i+1:]
+		}
+	}
+	tail := strings.TrimSpace(safetext.Tail([]byte(redact.String(string(text))), t.max))
+	if tail == "" {
 		return ""
 	}
-	return ": " + text
+	return ": " + tail
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/internal/redact"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/supervisor"
@@ -23,7 +25,14 @@ import (
 // outcome recorded.
 func runCommand(t *testing.T, db *pgtest.DB, cmd Command) acquire.Outcome {
 	t.Helper()
-	ctx := context.Background()
+	return runCommandIn(context.Background(), t, db, cmd)
+}
+
+// runCommandIn is runCommand with the handler's context made from ctx,
+// which may carry the passwords of the scheduler's connections
+// (redact.WithPasswords) as almanac's engine gives them.
+func runCommandIn(ctx context.Context, t *testing.T, db *pgtest.DB, cmd Command) acquire.Outcome {
+	t.Helper()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	grid := series(t, "cmd", "PT1M")
 	_, _, err := seriesdb.Add(ctx, db.Pool, db.Schema, grid)
@@ -57,10 +66,16 @@ func writeScript(t *testing.T, body string) string {
 // it as a map.
 func envOf(t *testing.T, cmd Command) map[string]string {
 	t.Helper()
-	db := pgtest.New(t) // before the test's DATABASE_URL, which leads nowhere
+	return envIn(context.Background(), t, cmd)
+}
+
+// envIn is envOf with the handler's context made from ctx.
+func envIn(ctx context.Context, t *testing.T, cmd Command) map[string]string {
+	t.Helper()
+	db := pgtest.New(t)
 	out := filepath.Join(t.TempDir(), "env")
 	cmd.Path = writeScript(t, `env > "`+out+`"`)
-	require.Equal(t, acquire.Completed, runCommand(t, db, cmd))
+	require.Equal(t, acquire.Completed, runCommandIn(ctx, t, db, cmd))
 	raw, err := os.ReadFile(out)
 	require.NoError(t, err)
 	env := map[string]string{}
@@ -85,6 +100,14 @@ func TestCommandEnvironment(t *testing.T) {
 	t.Setenv("TZ", "Europe/Berlin")
 	t.Setenv("REPORT_DIR", "/srv/reports")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "k3y")
+	// Connection strings and the connection's password under other names.
+	t.Setenv("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+	t.Setenv("REPORTS_DSN", "PostgreSQL://reports@db/reports")
+	t.Setenv("JDBC_URL", "jdbc:postgresql://db/prod?user=app")
+	t.Setenv("LIBPQ_CONN", "host=db dbname=prod user=app")
+	t.Setenv("DB_PASS", "conn-pw")
+	t.Setenv("HINT", "the postgres host is db; its password is in the vault")
+	dbSecrets := []string{"TEST_DATABASE_URL", "REPORTS_DSN", "JDBC_URL", "LIBPQ_CONN", "DB_PASS"}
 
 	env := envOf(t, Command{})
 	require.Equal(t, os.Getenv("PATH"), env["PATH"])
@@ -105,13 +128,19 @@ func TestCommandEnvironment(t *testing.T) {
 	require.NotContains(t, env, "UNSET_NAME")
 	require.NotContains(t, env, "DATABASE_URL")
 
-	env = envOf(t, Command{EnvAll: true, Env: []string{"PGHOST"}})
+	// The scheduler connects with the password "conn-pw" and gives it to
+	// its lease handlers (almanac's TestCommandGetsNoConnectionPassword).
+	ctx := redact.WithPasswords(context.Background(), []string{"conn-pw"})
+	env = envIn(ctx, t, Command{EnvAll: true, Env: []string{"PGHOST", "LIBPQ_CONN"}})
 	require.Equal(t, "/srv/reports", env["REPORT_DIR"])
 	require.Equal(t, "k3y", env["AWS_SECRET_ACCESS_KEY"])
 	require.Equal(t, "db", env["PGHOST"])
-	for _, name := range []string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "ALMANAC_LISTEN_URL", "PGPASSWORD"} {
+	require.Equal(t, "host=db dbname=prod user=app", env["LIBPQ_CONN"], "named, a secret passes")
+	require.Equal(t, "the postgres host is db; its password is in the vault", env["HINT"])
+	for _, name := range append([]string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "ALMANAC_LISTEN_URL", "PGPASSWORD"}, dbSecrets[:3]...) {
 		require.NotContains(t, env, name)
 	}
+	require.NotContains(t, env, "DB_PASS", "it holds the connection's password")
 }
 
 // TestCommandFailureIsStorable: stderr with NUL bytes, invalid UTF-8, a
@@ -193,4 +222,84 @@ func TestCommandTimeout(t *testing.T) {
 	require.Less(t, time.Since(began), 30*time.Second, "not the minute of sleep")
 	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM {{schema}}.slot
 		WHERE fail_count = 1 AND message = 'timed out after 500ms (command stopped: signal: terminated): stuck on the network'`))
+}
+
+// TestStderrRedactedAcrossBoundaries: a URL whose password is split by the
+// 64 KiB at which an unfinished line is passed on, or by the start of the
+// kept tail, is redacted in the failure message and in the copied output
+// wherever the boundary falls.
+func TestStderrRedactedAcrossBoundaries(t *testing.T) {
+	const password = "s3cr3tPW"
+	url := "postgres://app:" + password + "@db/prod"
+	// leaks reports a piece of the password of three bytes or more in s.
+	leaks := func(s string) string {
+		for i := 0; i+3 <= len(password); i++ {
+			for j := i + 3; j <= len(password); j++ {
+				if strings.Contains(s, password[i:j]) {
+					return password[i:j]
+				}
+			}
+		}
+		return ""
+	}
+	run := func(writes ...string) (message, output string) {
+		var out strings.Builder
+		var mu sync.Mutex
+		tail := &tailBuffer{max: stderrTail}
+		lw := &lineWriter{w: &out, mu: &mu, tail: tail}
+		for _, w := range writes {
+			_, err := lw.Write([]byte(w))
+			require.NoError(t, err)
+		}
+		lw.flush()
+		return tail.suffix(), out.String()
+	}
+	// The boundaries fall around and inside the user information.
+	for k := len("postgres://"); k < len(url)-len("db/prod"); k++ {
+		// The first write ends k bytes into the URL and takes the
+		// unfinished line past maxLine: it is passed on there.
+		first := strings.Repeat("x", maxLine-k) + " " + url[:k]
+		message, output := run(first, url[k:]+" failed\n")
+		require.Empty(t, leaks(message), "boundary %d: %q", k, message)
+		require.True(t, strings.HasSuffix(message, "postgres://app:REDACTED@db/prod failed"), "boundary %d: %q", k, message)
+		require.Empty(t, leaks(output), "boundary %d", k)
+		require.Contains(t, output, "postgres://app:REDACTED@db/prod failed\n", "boundary %d", k)
+
+		// The message keeps the last stderrTail bytes: the k-th byte of the
+		// URL is the first of them.
+		after := " failed " + strings.Repeat("y", stderrTail-(len(url)-k)-len(" failed ")-1) + "\n"
+		message, output = run(strings.Repeat("z", 100) + " " + url + after)
+		require.Empty(t, leaks(message), "window start %d: %q", k, message)
+		require.Empty(t, leaks(output), "window start %d", k)
+
+		// A line of URLs far longer than what is kept, in writes of an odd
+		// size: the kept bytes begin inside one of them (at a few offsets:
+		// redacting long lines is slow under the race detector).
+		if k%5 != 0 {
+			continue
+		}
+		long := strings.Repeat("w", k) + strings.Repeat(url+" ", 4000) + "\n"
+		var writes []string
+		for rest := long; rest != ""; rest = rest[min(len(rest), 4093):] {
+			writes = append(writes, rest[:min(len(rest), 4093)])
+		}
+		message, output = run(writes...)
+		require.Empty(t, leaks(message), "offset %d: %q", k, message)
+		require.Contains(t, message, "postgres://app:REDACTED@db/prod postgres://app:REDACTED@db/prod", "offset %d", k)
+		require.Empty(t, leaks(output), "offset %d", k)
+	}
+}
+
+func TestPieceEnd(t *testing.T) {
+	for line, want := range map[string]string{
+		"aaa bbb":                      "aaa ",
+		"aaa  postgres://app:s3cr3t":   "aaa  ",
+		"aaa password = s3cr3t":        "aaa ",
+		"aaa DB_PASSWORD: s3cr3t":      "aaa ",
+		"aaa bbb \t":                   "aaa ",
+		"nothing-to-cut-between-words": "nothing-to-cut-between-words",
+		" leading":                     " leading",
+	} {
+		require.Equal(t, want, line[:pieceEnd([]byte(line))], "%q", line)
+	}
 }

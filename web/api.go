@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -38,15 +39,12 @@ type summary struct {
 	LastCompleted string  `json:"lastCompleted,omitempty"`
 }
 
-// summaries sums every series over its extent: one aggregate statement per
-// series, the very calendar of the whole series the page asks for next,
-// so that it comes from the cache.
-func (s *server) summaries(r *http.Request) ([]summary, error) {
-	ctx := r.Context()
-	infos, err := s.client.ListSeries(ctx)
-	if err != nil {
-		return nil, err
-	}
+// summaries sums each series of infos over its extent: one aggregate
+// statement per series, the very calendar of the whole series the page
+// asks for next, so that it comes from the cache. asOf is when the oldest
+// of them was read.
+func (s *server) summaries(ctx context.Context, infos []almanac.SeriesInfo) (sums []summary, asOf time.Time, err error) {
+	asOf = time.Now()
 	out := make([]summary, 0, len(infos))
 	for _, info := range infos {
 		g := info.Series
@@ -55,23 +53,24 @@ func (s *server) summaries(r *http.Request) ([]summary, error) {
 		sm.Href = template.URL("#" + sm.Query) // built by url.Values.Encode: nothing to escape
 		from, to, ok, err := s.client.Extent(ctx, g)
 		if err != nil {
-			return nil, err
+			return nil, asOf, err
 		}
 		if !ok {
 			sm.Empty, sm.Covered = true, 100
 			out = append(out, sm)
 			continue
 		}
-		h, _, err := s.heatmap(ctx, g, from, to, s.opts.Buckets)
+		h, at, err := s.heatmap(ctx, g, from, to, s.opts.Buckets, false)
 		if err != nil {
-			return nil, err
+			return nil, asOf, err
 		}
+		asOf = earlier(asOf, at)
 		sm.counts = countsOf(h.Total)
 		sm.Covered = sm.counts.covered()
 		sm.OldestOpen, sm.LastCompleted = human(h.OldestOpen), human(h.LastCompleted)
 		out = append(out, sm)
 	}
-	return out, nil
+	return out, asOf, nil
 }
 
 func seriesQuery(g almanac.Series) string {
@@ -95,15 +94,28 @@ func human(t time.Time) string {
 // index renders the page: the series table on the server, the calendar by
 // the script from the JSON API.
 func (s *server) index(w http.ResponseWriter, r *http.Request) {
-	sums, err := s.summaries(r)
-	data := map[string]any{"Series": sums, "Actions": s.actionsOn(), "Buckets": s.opts.Buckets, "CSRF": ""}
+	infos, err := s.client.ListSeries(r.Context())
+	var sums []summary
+	asOf := time.Now()
+	if err == nil {
+		sums, asOf, err = s.summaries(r.Context(), infos)
+	}
+	data := map[string]any{"Series": sums, "Actions": s.actionsOn(), "Buckets": s.opts.Buckets, "CSRF": "",
+		"Refresh": max(s.opts.Refresh, 0).Milliseconds(), "AsOf": asOf.Format("15:04:05 MST")}
+	if v, err := s.client.ServerVersion(r.Context()); err == nil {
+		data["Server"] = v
+	}
 	if err != nil {
 		code, msg := s.status(r, err)
 		w.WriteHeader(code)
 		data["Problem"] = msg
 	}
-	if _, sess, ok := s.sessions.get(r, time.Now()); ok && s.actionsOn() {
-		data["CSRF"] = sess.csrf
+	if name, ok := s.proxyUser(r); ok && s.actionsOn() {
+		if input.CheckActor(name) == nil {
+			data["CSRF"], data["Actor"], data["Proxied"] = s.proxyCSRF(name), name, true
+		}
+	} else if _, sess, ok := s.sessions.get(r, time.Now()); ok && s.actionsOn() {
+		data["CSRF"], data["Actor"] = sess.csrf, sess.actor
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := pages.ExecuteTemplate(w, "index.html", data); err != nil {
@@ -111,14 +123,36 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// apiSeries answers the series table: every series, or the one named by
+// series and interval (what a page showing that series refreshes, at the
+// cost of one series rather than all).
 func (s *server) apiSeries(w http.ResponseWriter, r *http.Request) {
-	sums, err := s.summaries(r)
+	q := r.URL.Query()
+	var infos []almanac.SeriesInfo
+	var err error
+	if q.Has("series") || q.Has("interval") {
+		var info almanac.SeriesInfo
+		if info, err = s.client.LookupSeries(r.Context(), q.Get("series"), q.Get("interval")); err == nil {
+			infos = []almanac.SeriesInfo{info}
+		}
+	} else {
+		infos, err = s.client.ListSeries(r.Context())
+	}
+	var sums []summary
+	var asOf time.Time
+	if err == nil {
+		sums, asOf, err = s.summaries(r.Context(), infos)
+	}
+	var version string
+	if err == nil {
+		version, err = s.client.ServerVersion(r.Context())
+	}
 	if err != nil {
 		code, msg := s.status(r, err)
 		writeError(w, code, msg)
 		return
 	}
-	writeJSON(w, map[string]any{"series": sums})
+	writeFresh(w, r, map[string]any{"series": sums, "serverVersion": version}, asOf)
 }
 
 // target is the series and range a request names.
@@ -186,17 +220,43 @@ type heatmap struct {
 	Up *span `json:"up,omitempty"`
 	// Whole is the series' extent.
 	Whole span `json:"whole"`
-	// AsOf is when the counts were read (they may come from the cache).
-	AsOf string `json:"asOf"`
 }
 
 // heatmap returns the calendar of [from, to) of g, from the cache when it
-// is fresh, and when it was read.
-func (s *server) heatmap(ctx context.Context, g almanac.Series, from, to time.Time, buckets int) (almanac.Heatmap, time.Time, error) {
+// is fresh, and when it was read. A bounded computation waits for one of
+// the MaxHeatmaps turns: the calendar requests name any range, each a new
+// computation; the series table's calendars are one per series, shared
+// through the cache.
+func (s *server) heatmap(ctx context.Context, g almanac.Series, from, to time.Time, buckets int, bounded bool) (almanac.Heatmap, time.Time, error) {
 	key := fmt.Sprintf("%q %s %d %d %d", g.Name(), g.Interval(), from.UnixMicro(), to.UnixMicro(), buckets)
 	return s.cache.get(ctx, key, func() (almanac.Heatmap, error) {
+		if bounded {
+			release, err := s.turn(ctx)
+			if err != nil {
+				return almanac.Heatmap{}, err
+			}
+			defer release()
+		}
 		return s.client.Heatmap(ctx, g, from, to, buckets)
 	})
+}
+
+// errBusy answers a calendar that waited too long for its turn.
+var errBusy = errors.New("the server is busy computing other calendars; try again shortly")
+
+// turn waits for one of the MaxHeatmaps turns to compute a calendar, at
+// most heatmapWait, and returns its release.
+func (s *server) turn(ctx context.Context) (release func(), err error) {
+	wait := time.NewTimer(heatmapWait)
+	defer wait.Stop()
+	select {
+	case s.heavy <- struct{}{}:
+		return func() { <-s.heavy }, nil
+	case <-wait.C:
+		return nil, errBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 type span struct {
@@ -209,7 +269,7 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var h almanac.Heatmap
 		var at time.Time
-		if h, at, err = s.heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r)); err == nil {
+		if h, at, err = s.heatmap(r.Context(), t.series, t.from, t.to, s.buckets(r), true); err == nil {
 			out := heatmap{Series: t.series.Name(), Shown: input.PrintableName(t.series.Name()),
 				Interval: t.series.Interval().String(), Zone: t.series.Location().String(),
 				From: slot.FormatTime(h.From), To: slot.FormatTime(h.To), FromText: human(h.From), ToText: human(h.To), Unit: h.Unit, Step: h.Step,
@@ -217,11 +277,11 @@ func (s *server) apiHeatmap(w http.ResponseWriter, r *http.Request) {
 				OldestOpen: human(h.OldestOpen), LastCompleted: human(h.LastCompleted),
 				Whole: span{slot.FormatTime(t.lo), slot.FormatTime(t.hi)}}
 			out.Covered = out.Total.covered()
-			out.AsOf = at.In(t.series.Location()).Format("15:04:05 MST")
 			if a, b, ok := enclosing(h.From, h.To, t.lo, t.hi); ok {
 				out.Up = &span{slot.FormatTime(a), slot.FormatTime(b)}
 			}
-			writeJSON(w, out)
+			// The counts may come from the cache: as of when they were read.
+			writeFresh(w, r, out, at.In(t.series.Location()))
 			return
 		}
 	}
@@ -238,6 +298,12 @@ func (s *server) buckets(r *http.Request) int {
 	return s.opts.Buckets
 }
 
+// overdueAfter is how long past its next try a failed slot waits before the
+// page calls it overdue: a running worker looks for due slots every few
+// seconds (almanac.Options.PollInterval, 5 s by default), and the page's
+// clock may be a little off the database's.
+const overdueAfter = time.Minute
+
 // failure is a failed slot as the page lists it.
 type failure struct {
 	Slot      string `json:"slot"`
@@ -248,30 +314,90 @@ type failure struct {
 	Message   string `json:"message"`
 	At        string `json:"at"`
 	NotBefore string `json:"notBefore,omitempty"`
+	// Overdue is set when the slot's next try is more than overdueAfter
+	// past and no worker has taken it.
+	Overdue bool `json:"overdue,omitempty"`
+}
+
+// failures are the failed slots of a range as the page lists them, and
+// whether workers seem to have stopped.
+type failures struct {
+	Failures []failure `json:"failures"`
+	Limit    int       `json:"limit"`
+	// Overdue counts the listed slots that are overdue.
+	Overdue int `json:"overdue"`
+	// Stalled is set when some are overdue and no worker has been seen
+	// after the latest of them fell due: the series' last completion and
+	// the latest failure listed are no later.
+	Stalled bool `json:"stalled"`
+	// LastSeen is the later of those two, "" when there is neither; set
+	// when some are overdue.
+	LastSeen string `json:"lastSeen,omitempty"`
 }
 
 func (s *server) apiFailures(w http.ResponseWriter, r *http.Request) {
 	t, err := s.target(r, r.URL.Query().Get)
+	var fs []almanac.Failure
 	if err == nil {
-		var fs []almanac.Failure
-		if fs, _, err = s.client.Failures(r.Context(), almanac.FailuresOptions{Name: t.series.Name(), Interval: t.series.Interval().String(),
-			From: t.from, To: t.to, Limit: maxFailures, Latest: true}); err == nil {
-			out := make([]failure, len(fs))
-			for i, f := range fs {
-				state := "failed"
-				if f.Parked {
-					state = "parked"
-				}
-				out[i] = failure{Slot: slot.FormatTime(f.Start), SlotText: human(f.Start), State: state,
-					Attempts: f.Attempts, FailCount: f.FailCount, Message: f.Message, At: human(f.At),
-					NotBefore: human(f.NotBefore)}
-			}
-			writeJSON(w, map[string]any{"failures": out, "limit": maxFailures})
-			return
-		}
+		fs, _, err = s.client.Failures(r.Context(), almanac.FailuresOptions{Name: t.series.Name(), Interval: t.series.Interval().String(),
+			From: t.from, To: t.to, Limit: maxFailures, Latest: true})
 	}
-	code, msg := s.status(r, err)
-	writeError(w, code, msg)
+	var now time.Time
+	var out failures
+	if err == nil {
+		now = time.Now().In(t.series.Location())
+		out, err = s.failures(r.Context(), t, fs, now)
+	}
+	if err != nil {
+		code, msg := s.status(r, err)
+		writeError(w, code, msg)
+		return
+	}
+	writeFresh(w, r, out, now)
+}
+
+// failures lists fs, the failed slots of t, as of now: which are overdue,
+// and whether a worker has been seen since they fell due. A worker leaves
+// two traces the page can read cheaply: the series' last completion (its
+// whole-series calendar, which the series table keeps in the cache) and
+// the failures themselves (fs is latest first). Claims and leases write
+// no time that can be read without reading every row.
+func (s *server) failures(ctx context.Context, t target, fs []almanac.Failure, now time.Time) (failures, error) {
+	out := failures{Failures: make([]failure, len(fs)), Limit: maxFailures}
+	var lastDue, lastSeen time.Time
+	for i, f := range fs {
+		state := "failed"
+		if f.Parked {
+			state = "parked"
+		}
+		// A slot due at once (no backoff, or retried) is due since its
+		// failure or retry was recorded.
+		due := f.NotBefore
+		if due.IsZero() {
+			due = f.At
+		}
+		overdue := !f.Parked && now.Sub(due) > overdueAfter
+		if overdue {
+			out.Overdue++
+			lastDue = later(lastDue, due)
+		}
+		lastSeen = later(lastSeen, f.At)
+		out.Failures[i] = failure{Slot: slot.FormatTime(f.Start), SlotText: human(f.Start), State: state,
+			Attempts: f.Attempts, FailCount: f.FailCount, Message: f.Message, At: human(f.At),
+			NotBefore: human(f.NotBefore), Overdue: overdue}
+	}
+	if out.Overdue == 0 {
+		return out, nil
+	}
+	h, _, err := s.heatmap(ctx, t.series, t.lo, t.hi, s.opts.Buckets, false)
+	if err != nil {
+		return failures{}, err
+	}
+	lastSeen = later(lastSeen, h.LastCompleted)
+	// A slot failed without backoff is due the moment its failure is
+	// recorded: that failure is no sign of a worker after it.
+	out.Stalled, out.LastSeen = !lastSeen.After(lastDue), human(lastSeen)
+	return out, nil
 }
 
 // event is one entry of a slot's history as the page shows it.
@@ -334,13 +460,14 @@ func (s *server) apiHistory(w http.ResponseWriter, r *http.Request) {
 			Fence: e.Fence, Attempt: e.Attempt, Actor: e.Actor, Message: e.Message}
 	}
 	out["events"] = events
-	writeJSON(w, out)
+	writeFresh(w, r, out, time.Now().In(t.series.Location()))
 }
 
 // apiAction re-opens, skips or retries a range, for an authorized request
 // that gives a reason.
 func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
-	if !s.authorize(w, r) {
+	actor, ok := s.authorize(w, r)
+	if !ok {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
@@ -359,23 +486,30 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = input.CheckReason(reason)
 	}
+	// The history records who acts: a person, or for the shared token
+	// the client's own actor.
+	client := s.client
+	if err == nil && actor != "" {
+		client, err = s.client.WithActor(actor)
+	}
 	var result string
 	if err == nil {
 		ctx := r.Context()
 		switch action {
 		case "reopen":
 			var res almanac.WriteResult
-			res, err = s.client.Reopen(ctx, t.series, t.from, t.to, almanac.WriteOptions{Reason: reason})
+			res, err = client.Reopen(ctx, t.series, t.from, t.to, almanac.WriteOptions{Reason: reason})
 			result = fmt.Sprintf("re-opened %d slots%s", res.Changed, held(len(res.Held)))
 		case "skip":
 			var res almanac.WriteResult
-			res, err = s.client.Skip(ctx, t.series, t.from, t.to, almanac.WriteOptions{Reason: reason})
+			res, err = client.Skip(ctx, t.series, t.from, t.to, almanac.WriteOptions{Reason: reason})
 			result = fmt.Sprintf("skipped %d slots (%d missing ones created as skipped)%s", res.Changed, res.Inserted, held(len(res.Held)))
 		case "retry":
-			// Retry records its own message in the history; the reason
-			// goes to the log with the rest of the action.
+			// Retry records its own message in the history and takes no
+			// reason; the reason goes to the log with the rest of the
+			// action.
 			var res almanac.WriteResult
-			res, err = s.client.Retry(ctx, t.series, t.from, t.to, almanac.WriteOptions{})
+			res, err = client.Retry(ctx, t.series, t.from, t.to, almanac.WriteOptions{})
 			result = fmt.Sprintf("retrying %d slots now (%d were parked)%s", res.Changed, res.Unparked, held(len(res.Held)))
 		default:
 			err = fmt.Errorf("%w: action %q; expected reopen, skip or retry", almanac.ErrInvalid, action)
@@ -389,7 +523,7 @@ func (s *server) apiAction(w http.ResponseWriter, r *http.Request) {
 	s.cache.clear()
 	s.opts.Logger.Info("almanac web: action", "action", action, "series", t.series.String(),
 		"from", slot.FormatTime(t.from), "to", slot.FormatTime(t.to), "reason", reason,
-		"remote", r.RemoteAddr, "result", result)
+		"actor", actorText(actor), "remote", r.RemoteAddr, "result", result)
 	writeJSON(w, map[string]any{"result": result})
 }
 

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -75,10 +76,21 @@ func TestAPI(t *testing.T) {
 		Series []struct {
 			Complete, Missing int64
 		}
+		ServerVersion string
 	}
 	require.Equal(t, 200, getJSON(t, srv.URL+"/api/series", &ss))
 	require.Len(t, ss.Series, 1)
 	require.Equal(t, []int64{seedComplete, seedMissing}, []int64{ss.Series[0].Complete, ss.Series[0].Missing})
+	server, err := f.client.ServerVersion(context.Background())
+	require.NoError(t, err)
+	require.Regexp(t, `^\d+\.\d+`, server)
+	require.Equal(t, server, ss.ServerVersion)
+	res, err = http.Get(srv.URL + "/")
+	require.NoError(t, err)
+	page, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, html.UnescapeString(string(page)), "Server: PostgreSQL "+server+"<", "the page shows the server's version")
 	var hs struct {
 		Current   any
 		Compacted struct{ State string }

@@ -27,8 +27,16 @@ import (
 var screenshots = flag.String("screenshots", "", "folder to save the coverage page's screenshots in")
 
 // browser starts headless Chromium, as root can run it, with a fresh
-// profile; the test fails with what to install when there is none.
+// profile, in a window of 1440 by 1000 pixels; the test fails with what to
+// install when there is none.
 func browser(t testing.TB) context.Context {
+	t.Helper()
+	return browserSized(t, 1440, 1000)
+}
+
+// browserSized starts headless Chromium in a window of width by height
+// pixels.
+func browserSized(t testing.TB, width, height int) context.Context {
 	t.Helper()
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -51,7 +59,7 @@ func browser(t testing.TB) context.Context {
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1440, 1000))
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(width, height))
 	t.Cleanup(cancelAlloc)
 	ctx, cancelTab := chromedp.NewContext(ctx)
 	t.Cleanup(cancelTab)
@@ -139,7 +147,8 @@ func (p page) states() map[string]int {
 // sees its cells turn open.
 func TestBrowser(t *testing.T) {
 	f := seed(t)
-	srv := f.serve(t, web.Options{AllowActions: true, Token: testToken})
+	const aliceToken = "9b2f6d1c4e8a0b3f7d5c2e9a1f4b6d8c0e3a5f7b9d1c4e6a"
+	srv := f.serve(t, web.Options{AllowActions: true, Token: testToken, Users: map[string]string{aliceToken: "alice@example"}})
 	p := page{t, browser(t)}
 
 	// The series table, drawn on the server.
@@ -198,9 +207,11 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "Sun 2026-03-29 10:00 CEST", p.text("#sel-range"))
 	p.screenshot("coverage-page.png")
 
-	// An operator logs in and re-opens six completed hours of the 28th.
-	p.do(chromedp.Navigate(srv.URL+"/login"), chromedp.SendKeys(chromedp.ID("token"), testToken))
+	// An operator logs in with her token and re-opens six completed hours
+	// of the 28th.
+	p.do(chromedp.Navigate(srv.URL+"/login"), chromedp.SendKeys(chromedp.ID("token"), aliceToken))
 	p.do(chromedp.Click(chromedp.ID("login-submit")), chromedp.WaitVisible(chromedp.CSS(".badge.on")))
+	require.Equal(t, "Actions enabled · alice@example", p.text(".badge.on"))
 	p.drawn(chromedp.Navigate(srv.URL + "/" + f.hash(f.day(28), f.day(29))))
 	states = p.states()
 	require.Equal(t, map[string]int{"complete": 24}, states)
@@ -217,4 +228,7 @@ func TestBrowser(t *testing.T) {
 	states = p.states()
 	require.Equal(t, map[string]int{"complete": 18, "open": 6}, states)
 	require.Equal(t, fmt.Sprint(seedOpen+6), p.text(row+`td[data-k="open"]`))
+	h, err := f.client.History(context.Background(), f.series, f.at(28, 6))
+	require.NoError(t, err)
+	require.Equal(t, "alice@example", h.Events[len(h.Events)-1].Actor)
 }

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -50,14 +51,21 @@ const (
 // parkMessage is the failure of the parked slot.
 const parkMessage = "malformed row 4711: price \"12,5O\" is not a number"
 
-func seed(t testing.TB) *fixture {
+// newSeries makes a schema, a client of it and a series in Berlin.
+func newSeries(t testing.TB, name, interval string) (*pgtest.DB, *almanac.Client, almanac.Series) {
 	t.Helper()
-	ctx := context.Background()
 	db := pgtest.New(t)
 	client, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema, Actor: "ops@example"})
 	require.NoError(t, err)
-	s, err := client.Series(ctx, "orders", "PT1H", almanac.SeriesOptions{TimeZone: "Europe/Berlin"})
+	s, err := client.Series(context.Background(), name, interval, almanac.SeriesOptions{TimeZone: "Europe/Berlin"})
 	require.NoError(t, err)
+	return db, client, s
+}
+
+func seed(t testing.TB) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	db, client, s := newSeries(t, "orders", "PT1H")
 	f := &fixture{db: db, client: client, series: s, berlin: s.Location()}
 	errUpstream := errors.New("upstream 503: orders feed unavailable")
 	errParse := errors.New(parkMessage)
@@ -79,7 +87,7 @@ func seed(t testing.TB) *fixture {
 		Policy: almanac.Policy{Retry: func(_ int, err error) (time.Duration, bool) {
 			return time.Hour, !errors.Is(err, errParse)
 		}}}))
-	_, err = client.Drain(ctx)
+	_, err := client.Drain(ctx)
 	require.ErrorIs(t, err, almanac.ErrIncomplete)
 	f.exec(`DELETE FROM {{schema}}.slot WHERE slot_start >= $1 AND slot_start < $2`, f.at(27, 13), f.at(27, 16))
 	f.exec(`UPDATE {{schema}}.slot SET status = 'ACQUIRED', owner = gen_random_uuid(), lease_until = now() + interval '1 hour'
@@ -104,7 +112,12 @@ func (f *fixture) exec(sql string, args ...any) {
 
 // serve starts the page on a test server.
 func (f *fixture) serve(t testing.TB, opts web.Options) *httptest.Server {
-	srv := httptest.NewServer(web.Handler(f.client, opts))
+	return serve(t, web.Handler(f.client, opts))
+}
+
+// serve starts h on a test server.
+func serve(t testing.TB, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -116,4 +129,49 @@ func (f *fixture) hash(from, to time.Time) string {
 		h += "&from=" + strings.ReplaceAll(slot.FormatTime(from), "+", "%2B") + "&to=" + strings.ReplaceAll(slot.FormatTime(to), "+", "%2B")
 	}
 	return h
+}
+
+// monthFixture is a series of five-minute slots in Berlin over September
+// and October 2026 (17,580 slots; October 25 has 25 hours), written as
+// materialize leaves them and then finished by SQL: all complete but
+// twelve skipped slots on October 12, one failed slot in backoff on
+// October 20, one parked slot on October 30 and an open last hour. Its
+// whole-series calendar is a row of day cells per month.
+type monthFixture struct {
+	client *almanac.Client
+	series almanac.Series
+}
+
+// The days of monthFixture that are not all complete, and its slots.
+const (
+	monthSlots   = 17580
+	monthSkipDay = 12
+	monthFailDay = 20
+	monthParkDay = 30
+)
+
+func seedMonth(t testing.TB) *monthFixture {
+	t.Helper()
+	ctx := context.Background()
+	db, client, s := newSeries(t, "clicks", "PT5M")
+	loc := s.Location()
+	from, to := time.Date(2026, 9, 1, 0, 0, 0, 0, loc), time.Date(2026, 11, 1, 0, 0, 0, 0, loc)
+	require.Equal(t, monthSlots, int(to.Sub(from)/(5*time.Minute)))
+	res, err := client.Materialize(ctx, s, from, to, almanac.WriteOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, monthSlots, res.Changed)
+	oct := func(d, h int) time.Time { return time.Date(2026, 10, d, h, 0, 0, 0, loc) }
+	exec := func(sql string, args ...any) {
+		_, err := db.Pool.Exec(ctx, sqlschema.Render(sql, db.Schema), args...)
+		require.NoError(t, err)
+	}
+	exec(`UPDATE {{schema}}.slot SET status = 'SKIP', message = 'no traffic recorded' WHERE slot_start >= $1 AND slot_start < $2`,
+		oct(monthSkipDay, 0), oct(monthSkipDay, 1))
+	exec(`UPDATE {{schema}}.slot SET fail_count = 1, attempts = 1, not_before = now() + interval '1 hour', message = 'upstream 503'
+		WHERE slot_start = $1`, oct(monthFailDay, 6))
+	exec(`UPDATE {{schema}}.slot SET fail_count = 3, attempts = 3, not_before = 'infinity', message = 'malformed click log'
+		WHERE slot_start = $1`, oct(monthParkDay, 10))
+	exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', attempts = 1, completed_at = now()
+		WHERE status = 'AVAILABLE' AND fail_count = 0 AND slot_start < $1`, oct(31, 23))
+	return &monthFixture{client: client, series: s}
 }

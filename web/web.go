@@ -8,9 +8,15 @@
 //
 // The page is read-only unless Options.AllowActions is set: then re-open,
 // skip and retry of a range are offered to whoever presents Options.Token
-// (as an Authorization bearer, or once in the page's login form), each
-// asking for a reason, and protected against cross-site requests (a
-// per-session token, SameSite cookies and an Origin check).
+// or a person's token of Options.Users (as an Authorization bearer, or once
+// in the page's login form), or is named by an authenticating proxy
+// (Options.UserHeader), each asking for a reason, and protected against
+// cross-site requests (a per-session token, SameSite cookies and an Origin
+// check). Wrong tokens are limited per client address and in all.
+//
+// It answers only requests sent to a loopback name or address, or to one
+// of Options.Hosts, so that another site cannot read it through a
+// browser on this machine by pointing its own name here (DNS rebinding).
 //
 // Everything is served from the binary (html/template, embedded assets,
 // a small script without a build step). Every figure comes from aggregate
@@ -29,6 +35,7 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/defaults"
+	"github.com/almanacdev/almanac/internal/redact"
 )
 
 // Defaults of Options, stated on its fields.
@@ -36,17 +43,53 @@ const (
 	defaultBuckets    = 1000
 	defaultCacheTTL   = 10 * time.Second
 	defaultSessionTTL = 12 * time.Hour
+	defaultRefresh    = 10 * time.Second
 )
+
+// heatmapWait bounds how long a calendar waits for its turn before it is
+// answered 503.
+const heatmapWait = 20 * time.Second
 
 // Options configure the Handler. The zero value serves a read-only page.
 type Options struct {
+	// Hosts are the host names and addresses (the Host header, its port
+	// aside; names without regard to case) the page answers to besides the
+	// loopback ones it always answers to: localhost, *.localhost,
+	// 127.0.0.0/8 and ::1. "*" answers every host, for a page behind a
+	// proxy that checks the host itself. Other requests get 421
+	// Misdirected Request and no data. Default: loopback only.
+	Hosts []string
 	// AllowActions offers re-open, skip and retry of a range on the page
-	// and its API. They need Token: without one they stay refused.
+	// and its API. They need Token, Users or UserHeader: without any they
+	// stay refused.
 	AllowActions bool
-	// Token is the secret an operator presents to act: as "Authorization:
+	// Token is a secret an operator presents to act: as "Authorization:
 	// Bearer TOKEN", or in the page's login form, which starts a session.
-	// Compared in constant time; never logged or shown.
+	// Its holder's actions are recorded in the slots' history as the
+	// client's Options.Actor. Compared in constant time; never logged or
+	// shown. Use at least 128 random bits (openssl rand -hex 32): wrong
+	// tries are limited, not refused for good.
 	Token string
+	// Users maps each person's token to their name, which the slots'
+	// history records as the actor of what they do (as
+	// almanac.Options.Actor: at most 200 bytes, one line). Presented as
+	// Token is.
+	Users map[string]string
+	// UserHeader names a request header that an authenticating proxy in
+	// front of the page sets to the name of the person it let in: a
+	// request carrying it acts as that person, without a token, and the
+	// history records the name. Off by default. Set it only when every
+	// request reaches the page through that proxy, and the proxy removes
+	// the header from what clients send: otherwise anyone can claim any
+	// name.
+	UserHeader string
+	// MaxHeatmaps bounds the calendars computed at once for the page's
+	// calendar requests (each reads a range of a series, and a million
+	// slots take a good fraction of a second); more wait their turn, up to
+	// 20 s, then are answered 503. The series table and the other
+	// requests do not wait for them: give the client's pool more
+	// connections than this. Default 2.
+	MaxHeatmaps int
 	// Buckets is the most cells a coverage calendar shows at once (1 to
 	// 10,000). Default 1000.
 	Buckets int
@@ -59,8 +102,15 @@ type Options struct {
 	CacheTTL time.Duration
 	// SessionTTL is how long a login lasts. Default 12 h.
 	SessionTTL time.Duration
+	// Refresh is how often an open page asks whether what it shows
+	// changed, while it is visible: an unchanged answer is a 304 without
+	// a body (an entity tag of the data), a changed one is redrawn in
+	// place. Below CacheTTL the counts still change only every CacheTTL.
+	// Default 10 s; negative: only on reload.
+	Refresh time.Duration
 	// Logger receives the actions taken (who, what, why) and the errors
-	// that are answered with a generic message. Default: silent.
+	// that are answered with a generic message, with passwords hidden
+	// (a reason may quote a connection URL). Default: silent.
 	Logger *slog.Logger
 }
 
@@ -77,6 +127,9 @@ type server struct {
 	opts     Options
 	sessions *sessions
 	cache    *cache
+	guesses  *guesses
+	proxyKey []byte        // the key of proxyCSRF
+	heavy    chan struct{} // a slot per calendar being computed
 }
 
 // Handler returns the coverage page and its JSON API, for client's series.
@@ -92,10 +145,18 @@ func Handler(client *almanac.Client, opts Options) http.Handler {
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = defaultSessionTTL
 	}
+	if opts.MaxHeatmaps <= 0 {
+		opts.MaxHeatmaps = defaults.MaxHeatmaps
+	}
+	if opts.Refresh == 0 {
+		opts.Refresh = defaultRefresh
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{client: client, opts: opts, sessions: newSessions(opts.SessionTTL), cache: newCache(opts.CacheTTL)}
+	opts.Logger = slog.New(redact.Handler(opts.Logger.Handler()))
+	s := &server{client: client, opts: opts, sessions: newSessions(opts.SessionTTL), cache: newCache(opts.CacheTTL),
+		guesses: newGuesses(time.Now), proxyKey: []byte(randomToken()), heavy: make(chan struct{}, opts.MaxHeatmaps)}
 	static, _ := fs.Sub(assets, "assets")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.index)
@@ -108,7 +169,7 @@ func Handler(client *almanac.Client, opts Options) http.Handler {
 	mux.HandleFunc("GET /login", s.loginPage)
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.logout)
-	return secureHeaders(mux)
+	return RestrictHosts(secureHeaders(mux), opts.Hosts)
 }
 
 // secureHeaders keeps the page from being framed, sniffed, or made to run
@@ -137,6 +198,8 @@ func (s *server) status(r *http.Request, err error) (int, string) {
 	case errors.Is(err, almanac.ErrUnavailable):
 		s.opts.Logger.Warn("almanac web: database unavailable", "path", r.URL.Path, "error", err)
 		return http.StatusServiceUnavailable, "the database is unavailable; try again shortly"
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, r.Context().Err()):
 		return http.StatusServiceUnavailable, "the request was canceled"
 	default:

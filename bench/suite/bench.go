@@ -39,7 +39,8 @@ type Options struct {
 	// scenarios. Default 8.
 	Workers int
 	// Scenarios selects scenarios by ID (see Scenarios); empty means all
-	// but the opt-in ones (materialize-10m), which run only when named.
+	// but the opt-in ones, which run only when named: materialize-10m, and
+	// series-scale but in a quick run.
 	Scenarios []string
 	// Env is the environment of the almanac command line the memory
 	// scenario runs: it must let it reach the same database, through
@@ -76,36 +77,41 @@ type Scenario struct {
 // scenario is a Scenario and how to run it.
 type scenario struct {
 	Scenario
-	// optIn scenarios run only when selected by Options.Scenarios.
-	optIn bool
+	// optIn scenarios run only when selected by Options.Scenarios, or,
+	// when quickToo is set, in a quick run.
+	optIn, quickToo bool
 	// steps is the number of measurements the scenario takes, for progress.
 	steps func(e *env) int
 	run   func(ctx context.Context, e *env) ([]Row, error)
 }
 
 var scenarios = []scenario{
-	{Scenario{"locked", "locked mode, one slot per transaction, vs the same SQL from a raw pgx loop and pgbench"}, false,
+	{Scenario{"locked", "locked mode, one slot per transaction, vs the same SQL from a raw pgx loop and pgbench"}, false, false,
 		func(e *env) int { return 3 * e.repeats }, runLocked},
-	{Scenario{"batch", "batched locked mode vs River, the same SQL from a raw pgx loop, and pgbench"}, false,
+	{Scenario{"batch", "batched locked mode vs River, the same SQL from a raw pgx loop, and pgbench"}, false, false,
 		func(e *env) int { return 4 * e.repeats }, runBatch},
-	{Scenario{"lease", "lease mode, batched claims and completions, vs River and pgbench"}, false,
+	{Scenario{"lease", "lease mode, batched claims and completions, vs River and pgbench"}, false, false,
 		func(e *env) int { return 3 * e.repeats }, runLease},
-	{Scenario{"fleet", "batched locked and lease mode with the workers spread over 2, 4 and 8 processes vs all of them in one"}, false,
+	{Scenario{"fleet", "batched locked and lease mode with the workers spread over 2, 4 and 8 processes vs all of them in one"}, false, false,
 		func(e *env) int { return 2 * len(fleetModes) * len(fleetProcesses) * e.repeats }, runFleet},
-	{Scenario{"gaps", "gap detection, complete and with holes, vs a lead() window query and a NOT EXISTS anti-join"}, false,
+	{Scenario{"gaps", "gap detection, complete and with holes, vs a lead() window query and a NOT EXISTS anti-join"}, false, false,
 		func(e *env) int { return 6 * e.repeats }, runGaps},
-	{Scenario{"materialize", "materialize 1M slots vs one INSERT … SELECT generate_series"}, false,
+	{Scenario{"materialize", "materialize 1M slots vs one INSERT … SELECT generate_series"}, false, false,
 		func(e *env) int { return 2 * e.repeats }, runMaterialize},
-	{Scenario{"materialize-10m", "the same over 10M slots, the bar's size (about 2 minutes a repeat; only when selected)"}, true,
+	{Scenario{"materialize-10m", "the same over 10M slots, the bar's size (about 2 minutes a repeat; only when selected)"}, true, false,
 		func(e *env) int { return 2 * e.repeats }, runMaterialize10M},
-	{Scenario{"wake", "re-open commit to an idle worker starting the slot, vs a bare NOTIFY"}, false,
+	{Scenario{"wake", "re-open commit to an idle worker starting the slot, vs a bare NOTIFY"}, false, false,
 		func(e *env) int { return 2 * e.repeats }, runWake},
-	{Scenario{"scaling", "locked and lease throughput by workers, gap detection by size"}, false,
+	{Scenario{"scaling", "locked and lease throughput by workers, gap detection by size"}, false, false,
 		func(e *env) int {
 			return (4*len(e.size.scaleWorkers) + 2*len(e.size.scaleGaps)) * e.repeats
 		}, runScaling},
-	{Scenario{"memory", "peak RSS of the sidecar and of gap detection over a big series vs a small one"}, false,
+	{Scenario{"memory", "peak RSS of the sidecar and of gap detection over a big series vs a small one"}, false, false,
 		func(e *env) int { return 4 * e.repeats }, runMemory},
+	{Scenario{"series-scale", "1k, 10k, 100k idle PT1M series and jobs in one process vs a River periodic job per tenant: start-up, " +
+		"transactions/s, cores and RSS at rest, boundary latency; a cluster of its own, about 30 minutes, so only when selected " +
+		"(--quick: 200 PT5S series, also unselected)"}, true, true,
+		scaleSteps, runSeriesScale},
 }
 
 // Scenarios returns the scenarios in the order Run runs them.
@@ -148,7 +154,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		rep.Notes = append(rep.Notes, "a transaction held its snapshot open for the whole run (--hold-snapshot)")
 	}
 	for _, s := range scenarios {
-		if selected := slices.Contains(opts.Scenarios, s.ID); !selected && (s.optIn || len(opts.Scenarios) > 0) {
+		selected := slices.Contains(opts.Scenarios, s.ID)
+		if !selected && (len(opts.Scenarios) > 0 || s.optIn && !(s.quickToo && opts.Quick)) {
 			continue
 		}
 		e.scenario, e.done, e.total = s.ID, 0, int64(s.steps(e))

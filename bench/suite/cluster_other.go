@@ -7,13 +7,16 @@ import (
 	"errors"
 )
 
-// cluster is not available on this system: the sustained scenario starts
-// its server with initdb and pg_ctl as another user, a Unix notion.
+// cluster is not available on this system: the sustained and series-scale
+// scenarios start their server with initdb and pg_ctl as another user, a
+// Unix notion.
 type cluster struct{}
 
-func startCluster(context.Context, []ServerSetting) (*cluster, error) {
-	return nil, errors.New("the sustained scenario runs on Unix only")
-}
+var errNoCluster = errors.New("a cluster of the bench's own (sustained, series-scale) runs on Unix only")
+
+func findBin() (string, error) { return "", errNoCluster }
+
+func startCluster(context.Context, []ServerSetting) (*cluster, error) { return nil, errNoCluster }
 
 func (*cluster) url() string { return "" }
 

@@ -20,10 +20,10 @@ import (
 
 // cluster is a throwaway PostgreSQL cluster with the server's default
 // settings (autovacuum on) but those given (ServerSetting), for the
-// sustained scenario: initdb into a temporary directory, pg_ctl start on a
-// free port of 127.0.0.1, and everything removed by stop. When the bench runs as root the server runs
-// as user postgres (else nobody), because PostgreSQL refuses to run as
-// root.
+// sustained and series-scale scenarios: initdb into a temporary directory,
+// pg_ctl start on a free port of 127.0.0.1, and everything removed by
+// stop. When the bench runs as root the server runs as user postgres (else
+// nobody), because PostgreSQL refuses to run as root.
 type cluster struct {
 	bin, dir, data string
 	port           int

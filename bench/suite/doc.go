@@ -31,7 +31,12 @@
 //     same indexed table;
 //   - wake-up latency against a bare NOTIFY reaching a LISTEN connection;
 //   - peak memory of a 1M-slot run against the same command over 1,000
-//     slots.
+//     slots;
+//   - idle series (series-scale): thousands of tenants, each with a series
+//     and a job, in one process against River with a periodic job per
+//     tenant, each side in a process of its own (the bench binary started
+//     again, see RunChild) on a cluster the scenario starts for itself, so
+//     that the transactions, CPU and memory measured are that side's alone.
 //
 // RunSustained is the long scenario: a cluster started for it with
 // PostgreSQL's default autovacuum, batched workers and a feeder re-opening

@@ -58,11 +58,15 @@ func (r Row) withCeiling(samples []float64, note string) Row {
 	return r
 }
 
-// pairedRatio is the median of a[i] / b[i].
+// pairedRatio is the median of a[i] / b[i], over the pairs whose b[i] is
+// positive (0 for none): a figure that can be 0 or negative, such as the
+// memory a series adds, has no ratio then.
 func pairedRatio(a, b []float64) float64 {
 	var ratios []float64
 	for i := range min(len(a), len(b)) {
-		ratios = append(ratios, a[i]/b[i])
+		if b[i] > 0 {
+			ratios = append(ratios, a[i]/b[i])
+		}
 	}
 	return median(ratios)
 }

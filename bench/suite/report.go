@@ -82,10 +82,14 @@ type Unit string
 
 // Units of figures.
 const (
-	SlotsPerSecond Unit = "slots/s"
-	Seconds        Unit = "s"
-	Milliseconds   Unit = "ms"
-	MiB            Unit = "MiB"
+	SlotsPerSecond        Unit = "slots/s"
+	Seconds               Unit = "s"
+	Milliseconds          Unit = "ms"
+	MiB                   Unit = "MiB"
+	KiB                   Unit = "KiB"
+	TransactionsPerSecond Unit = "tx/s"
+	// Cores is CPU time per second of wall time.
+	Cores Unit = "cores"
 )
 
 // Bar is what a row must meet: its ratio, or for absolute bars the
@@ -105,10 +109,16 @@ func (b Bar) met(v float64) bool {
 	return v <= b.Value
 }
 
-// judge sets the result of a measured row from its bar.
+// judge sets the result of a measured row from its bar. A row whose engine
+// side could not be measured (it did not start within its limits) misses
+// a bar on the engine's figure.
 func (r *Row) judge() {
 	if r.Bar == nil {
 		r.Result = Info
+		return
+	}
+	if r.Bar.OnEngine && len(r.Engine.Samples) == 0 {
+		r.Result = Miss
 		return
 	}
 	v := r.Ratio
@@ -146,7 +156,9 @@ func (r Row) cells() []string {
 	}
 	if len(r.Baseline.Samples) > 0 {
 		baseline = r.Baseline.Label + " " + formatValue(r.Baseline.Value, r.Baseline.Unit)
-		ratio = formatRatio(r.Ratio)
+		if len(r.Engine.Samples) > 0 {
+			ratio = formatRatio(r.Ratio)
+		}
 	}
 	ceiling := "—"
 	if r.Ceiling != nil {
@@ -208,8 +220,11 @@ func (rep Report) WriteTable(w io.Writer) error {
 }
 
 func joinNote(a, b string) string {
-	if a == "" {
+	switch {
+	case a == "":
 		return b
+	case b == "":
+		return a
 	}
 	return a + "; " + b
 }
@@ -218,8 +233,11 @@ func formatRatio(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "—"
 	}
-	if v < 0.1 {
+	switch {
+	case v < 0.1:
 		return fmt.Sprintf("%.3f×", v)
+	case v >= 100:
+		return fmt.Sprintf("%.0f×", v)
 	}
 	return fmt.Sprintf("%.2f×", v)
 }
@@ -233,11 +251,13 @@ func formatValue(v float64, u Unit) string {
 		return fmt.Sprintf("%.0f %s", v, u)
 	case Seconds:
 		return fmt.Sprintf("%.2f %s", v, u)
-	case Milliseconds:
+	case Milliseconds, TransactionsPerSecond:
 		if v < 10 {
 			return fmt.Sprintf("%.2f %s", v, u)
 		}
 		return fmt.Sprintf("%.0f %s", v, u)
+	case Cores:
+		return fmt.Sprintf("%.3f %s", v, u)
 	default:
 		return fmt.Sprintf("%.1f %s", v, u)
 	}

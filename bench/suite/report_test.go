@@ -41,11 +41,25 @@ func TestJudge(t *testing.T) {
 		{Row{Ratio: 1.2, Bar: &Bar{AtLeast: true, Value: 1.5}}, Miss, ""},
 		{Row{Ratio: 40, Engine: Figure{Value: 101, Unit: Milliseconds}, Bar: &Bar{OnEngine: true, Value: 100}}, Miss, ""},
 		{Row{Ratio: 3}, Info, ""},
+		// An engine side that could not be measured (it did not start in
+		// time) misses a bar on its figure.
+		{Row{Engine: Figure{Unit: TransactionsPerSecond}, Bar: &Bar{OnEngine: true, Value: 100}}, Miss, ""},
+		{Row{Engine: Figure{Value: 12, Unit: TransactionsPerSecond, Samples: []float64{12}}, Bar: &Bar{OnEngine: true, Value: 30}}, Pass, ""},
 	} {
 		c.row.judge()
 		require.Equal(t, c.want, c.row.Result, "%+v", c.row)
 		require.Equal(t, c.note, c.row.Note)
 	}
+}
+
+// A pair whose baseline is 0 (River idle, a memory difference of nothing)
+// has no ratio, rather than an infinite one that JSON cannot carry.
+func TestRatioSkipsZeroBaselines(t *testing.T) {
+	require.Equal(t, 2.0, pairedRatio([]float64{4, 5, 6}, []float64{2, 0, -1}))
+	require.Equal(t, 0.0, pairedRatio([]float64{4}, []float64{0}))
+	require.Equal(t, "4559×", formatRatio(4559.47))
+	require.Equal(t, "1.50×", formatRatio(1.5))
+	require.Equal(t, "0.050×", formatRatio(0.05))
 }
 
 func TestWriteTable(t *testing.T) {

@@ -43,7 +43,11 @@ func runPeakRSS(cmd *exec.Cmd) (float64, error) {
 }
 
 // highWaterMark reads the peak resident set size of a live process, in kB.
-func highWaterMark(pid int) (int64, bool) {
+func highWaterMark(pid int) (int64, bool) { return statusKB(pid, "VmHWM:") }
+
+// statusKB reads a line of /proc/<pid>/status given in kB, such as VmHWM:
+// or VmRSS:.
+func statusKB(pid int, field string) (int64, bool) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, false
@@ -51,7 +55,7 @@ func highWaterMark(pid int) (int64, bool) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb, err == nil
 		}

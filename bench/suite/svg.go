@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"html"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -80,10 +82,10 @@ func barChart(title, caption string, groups []group) []byte {
 
 func esc(s string) string { return html.EscapeString(s) }
 
-// mainRow reports whether a row belongs in the charts: not the curves of
-// the scaling scenario nor memory, and measured.
+// mainRow reports whether a row belongs in the bar charts: not the curves
+// of the scaling and series-scale scenarios nor memory, and measured.
 func mainRow(r Row) bool {
-	return r.Scenario != "scaling" && r.Scenario != "memory" && len(r.Engine.Samples) > 0
+	return r.Scenario != "scaling" && r.Scenario != "memory" && r.Scenario != "series-scale" && len(r.Engine.Samples) > 0
 }
 
 // ThroughputSVG charts the throughput scenarios: per scenario, almanac,
@@ -170,14 +172,18 @@ type series struct {
 	values       []float64
 }
 
-// lineChart draws series over the periods 1..n at (x, y) in a w × h box,
-// the y axis from 0 to the largest value, with an optional band.
-func lineChart(b *bytes.Buffer, x, y, w, h int, title, unit string, lines []series, band *[2]float64) {
+// lineChart draws series at (x, y) in a w × h box, the y axis from 0 to the
+// largest value, with an optional band. The x axis is labelled xs, or
+// 1..n for none; a NaN value is a point not measured, left out of its line.
+// Lines with a label have a legend inside the box.
+func lineChart(b *bytes.Buffer, x, y, w, h int, title, unit string, xs []string, lines []series, band *[2]float64) {
 	top := 0.0
-	n := 0
+	n := len(xs)
 	for _, s := range lines {
 		for _, v := range s.values {
-			top = math.Max(top, v)
+			if !math.IsNaN(v) {
+				top = math.Max(top, v)
+			}
 		}
 		n = max(n, len(s.values))
 	}
@@ -202,23 +208,35 @@ func lineChart(b *bytes.Buffer, x, y, w, h int, title, unit string, lines []seri
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", x-6, py(top*f)+4, esc(axisValue(top*f)+" "+unit))
 	}
 	for i := range n {
+		label := fmt.Sprint(i + 1)
+		if i < len(xs) {
+			label = xs[i]
+		}
 		if n <= 12 || i%(n/10+1) == 0 || i == n-1 {
-			fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", px(i), y+h+16, i+1)
+			fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(i), y+h+16, esc(label))
 		}
 	}
 	for li, s := range lines {
-		var pts []string
+		var segment []string
+		flush := func() {
+			if len(segment) > 1 {
+				fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(segment, " "))
+			}
+			segment = nil
+		}
 		for i, v := range s.values {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(i), py(v)))
+			if math.IsNaN(v) {
+				flush()
+				continue
+			}
+			segment = append(segment, fmt.Sprintf("%.1f,%.1f", px(i), py(v)))
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`+"\n", px(i), py(v), s.color)
 		}
-		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(pts, " "))
-		for _, p := range pts {
-			var cx, cy float64
-			fmt.Sscanf(p, "%f,%f", &cx, &cy)
-			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`+"\n", cx, cy, s.color)
+		flush()
+		if s.label != "" {
+			fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
+				x+w-260, y+8+li*18, s.color, x+w-242, y+18+li*18, esc(s.label))
 		}
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n",
-			x+w-260, y+8+li*18, s.color, x+w-242, y+18+li*18, esc(s.label))
 	}
 }
 
@@ -242,8 +260,10 @@ func axisValue(v float64) string {
 		return fmt.Sprintf("%.0fk", v/1000)
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
-	default:
+	case v >= 10:
 		return fmt.Sprintf("%.1f", v)
+	default:
+		return strconv.FormatFloat(v, 'g', 2, 64)
 	}
 }
 
@@ -274,9 +294,9 @@ func SustainedSVG(r SustainedReport) []byte {
 		esc(fmt.Sprintf("%d handler runs, exactly once: %v; every period within 10 %% of the first: %v (largest deviation %.1f %%)",
 			r.Runs, r.ExactlyOnce, r.Stable, 100*r.MaxDeviation)))
 	first := tput[0]
-	lineChart(&b, 90, 80, 840, 200, "Throughput per period (band: first period ±10 %)", "slots/s",
+	lineChart(&b, 90, 80, 840, 200, "Throughput per period (band: first period ±10 %)", "slots/s", nil,
 		[]series{{"slots/s", almanacColor, tput}}, &[2]float64{0.9 * first, 1.1 * first})
-	lineChart(&b, 90, 360, 840, 200, "Size at the end of each period", "MiB",
+	lineChart(&b, 90, 360, 840, 200, "Size at the end of each period", "MiB", nil,
 		[]series{{"slot table + indexes", almanacColor, table}, {"slot table heap", otherColors[1], heap}, {"history (slot_event)", otherColors[0], history}}, nil)
 	b.WriteString("</svg>\n")
 	return b.Bytes()
@@ -287,4 +307,93 @@ func fmtSeconds(s float64) string {
 		return fmt.Sprintf("%.0f min", s/60)
 	}
 	return fmt.Sprintf("%.0f s", s)
+}
+
+// seriesScaleCharts are the series-scale charts: a row kind and its title.
+var seriesScaleCharts = []struct{ kind, title string }{
+	{"tx", "Transactions/s at rest"},
+	{"cores", "Cores at rest, PostgreSQL + process"},
+	{"rss", "RSS at rest"},
+	{"start", "Start-up: process start to Start returned"},
+	{"p99", "Slots due at one boundary: due to handler start, p99"},
+}
+
+// SeriesScaleSVG charts the series-scale scenario against the number of
+// series: cost at rest, RSS, start-up and boundary latency, almanac beside
+// River, each chart titled with its target. A side that was not measured
+// at a count (it did not start in time) has no point there. Nil when the
+// report has no series-scale row.
+func SeriesScaleSVG(rep Report) []byte {
+	var counts []string
+	values := map[string]map[string][2]float64{} // kind → count → [almanac, River]
+	units := map[string]string{}
+	for _, r := range rep.Rows {
+		if r.Scenario != "series-scale" || r.Result == Skipped {
+			continue
+		}
+		kind, c, ok := strings.Cut(strings.TrimPrefix(r.ID, "series-scale-"), "-")
+		if !ok {
+			continue
+		}
+		if !slices.Contains(counts, c) {
+			counts = append(counts, c)
+		}
+		if values[kind] == nil {
+			values[kind] = map[string][2]float64{}
+		}
+		v := [2]float64{math.NaN(), math.NaN()}
+		for i, f := range []Figure{r.Engine, r.Baseline} {
+			if len(f.Samples) > 0 {
+				v[i] = f.Value
+			}
+		}
+		values[kind][c], units[kind] = v, string(r.Engine.Unit)
+	}
+	if len(counts) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	const width, height = 960, 850
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">%s</text>`+"\n",
+		esc("Idle series: one series and job per tenant in one process, almanac vs River (lower is better)"))
+	fmt.Fprintf(&b, `<text x="10" y="40" fill="#555">%s</text>`+"\n",
+		esc(fmt.Sprintf("PostgreSQL %s, a cluster of the bench's own; x: series (River: periodic jobs); medians over %d boundaries", rep.Server, rep.Repeats)))
+	fmt.Fprintf(&b, `<text x="10" y="56" fill="#555">%s</text>`+"\n",
+		esc("no point: not started in time; a latency equal to the wait (60 s, --quick 5 s): too few slots had started by then"))
+	colors := [2]string{almanacColor, otherColors[0]}
+	for side, color := range colors {
+		fmt.Fprintf(&b, `<rect x="%d" y="66" width="12" height="12" fill="%s"/><text x="%d" y="76">%s</text>`+"\n",
+			10+side*100, color, 28+side*100, esc(scaleSides[side]))
+	}
+	for i, ch := range seriesScaleCharts {
+		var lines [2]series
+		for side := range lines {
+			lines[side].color = colors[side]
+			for _, c := range counts {
+				v, ok := values[ch.kind][c]
+				if !ok {
+					v = [2]float64{math.NaN(), math.NaN()}
+				}
+				lines[side].values = append(lines[side].values, v[side])
+			}
+		}
+		x, y := 90+(i%2)*470, 116+(i/2)*250
+		lineChart(&b, x, y, 380, 170, ch.title, units[ch.kind], counts, lines[:], nil)
+		if targets := scaleTargets(ch.kind, units[ch.kind]); targets != "" {
+			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555">%s</text>`+"\n", x, y+170+34, esc("target: "+targets))
+		}
+	}
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// scaleTargets says a chart's targets: "≤ 30 tx/s at 10k".
+func scaleTargets(kind, unit string) string {
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(scaleBars[kind])) {
+		out = append(out, fmt.Sprintf("≤ %g %s at %s", scaleBars[kind][n], unit, count(n)))
+	}
+	return strings.Join(out, ", ")
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
@@ -155,6 +158,15 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
+// shown returns text read from the database (a message, an actor, a
+// reason) as one line that prints as what it holds: folded as oneLine does
+// (a carriage return cannot overwrite the line), then, when a character
+// would not show as itself (an escape sequence, a backspace, a
+// bidirectional override), quoted with Go escapes as series names are
+// (input.PrintableName). Plain SQL can store anything; a terminal must
+// not run it. --json prints the stored text as it is.
+func shown(s string) string { return input.PrintableName(oneLine(s)) }
+
 // rootCommand builds the command tree with cobra: nested subcommands,
 // GNU-style flags, --help on every command and the "--" that separates
 // `almanac run`'s own flags from the command it runs all come with it, and it
@@ -215,6 +227,9 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 			a.urlFrom = "the PG* environment variables and defaults"
 		}
 	}
+	if cmd.Flags().Changed("database-url") && hasPassword(a.databaseURL) {
+		a.warnPasswordFlag("database-url", "DATABASE_URL")
+	}
 	if !cmd.Flags().Changed("schema") {
 		a.schema = a.getenv("ALMANAC_SCHEMA")
 		if a.schema == "" {
@@ -233,6 +248,8 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	}
 	if !cmd.Flags().Changed("listen-url") {
 		a.listenURL = a.getenv("ALMANAC_LISTEN_URL")
+	} else if hasPassword(a.listenURL) {
+		a.warnPasswordFlag("listen-url", "ALMANAC_LISTEN_URL")
 	}
 	if a.listenURL != "" {
 		if _, err := pgx.ParseConfig(a.listenURL); err != nil {
@@ -265,6 +282,20 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 		return usagef("--retry-timeout %s: expected a positive duration such as 30s", a.retryTimeout)
 	}
 	return nil
+}
+
+// passwordInConnString finds a password in a connection string: in a URL's
+// user information or query, or as a keyword/value pair.
+var passwordInConnString = regexp.MustCompile(`(?i)^postgres(?:ql)?://[^/?#]*:[^/?#]*@|[?&]password=[^&]|(?:^|\s)password\s*=\s*\S`)
+
+// hasPassword reports whether the connection string conn holds a password.
+func hasPassword(conn string) bool { return passwordInConnString.MatchString(conn) }
+
+// warnPasswordFlag warns, on one line, that the --flag given holds a
+// password: a command line is not a secret.
+func (a *app) warnPasswordFlag(flag, env string) {
+	fmt.Fprintf(a.stderr, "almanac: warning: the password in --%s can be read by every local user (ps, /proc/%d/cmdline); set %s, PGPASSWORD or a ~/.pgpass file instead\n",
+		flag, os.Getpid(), env)
 }
 
 // logger returns the log of the command: on stderr, as text or JSON lines

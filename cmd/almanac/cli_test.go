@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -76,8 +77,9 @@ func TestMigrateLifecycle(t *testing.T) {
 	r := cli(t, "--schema", schema, "migrate", "status", "--json")
 	requireOK(t, r)
 	var status struct {
-		Schema     string
-		Migrations []struct {
+		Schema        string
+		ServerVersion string `json:"server_version"`
+		Migrations    []struct {
 			Version int
 			Applied bool
 		}
@@ -85,6 +87,12 @@ func TestMigrateLifecycle(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &status))
 	require.Equal(t, schema, status.Schema)
 	require.False(t, status.Migrations[0].Applied)
+	var server string
+	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), "SHOW server_version").Scan(&server))
+	require.Equal(t, server, status.ServerVersion)
+	r = cli(t, "--schema", schema, "migrate", "status")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, fmt.Sprintf("schema %q on PostgreSQL %s\n", schema, server))
 
 	r = cli(t, "--schema", schema, "migrate", "up")
 	requireOK(t, r)
@@ -328,4 +336,56 @@ func TestDemo(t *testing.T) {
 	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(),
 		`SELECT count(*) FROM pg_namespace WHERE nspname = $1`, m[1]).Scan(&left))
 	require.Zero(t, left, "the demo drops its schema")
+}
+
+// withPassword returns the test server's URL with a password in it. The
+// test server trusts every connection: the password is not checked, but
+// almanac has it.
+func withPassword(t *testing.T, password string) string {
+	t.Helper()
+	u, err := url.Parse(pgtest.URL(t))
+	require.NoError(t, err)
+	u.User = url.UserPassword(u.User.Username(), password)
+	return u.String()
+}
+
+// TestPasswordFlagWarns: a password given on the command line, which every
+// local user can read, draws a one-line warning; the command still runs.
+func TestPasswordFlagWarns(t *testing.T) {
+	t.Parallel() // its own schema
+	schema := migrated(t)
+	for _, tt := range []struct {
+		flags []string
+		warn  string
+	}{
+		{[]string{"--database-url", withPassword(t, "s3cret")}, "--database-url"},
+		{[]string{"--listen-url", withPassword(t, "s3cret")}, "--listen-url"},
+		{[]string{"--database-url", pgtest.URL(t), "--listen-url", pgtest.URL(t)}, ""},
+	} {
+		r := cliEnv(t, map[string]string{"DATABASE_URL": pgtest.URL(t)}, append(tt.flags, "--schema", schema, "series", "list")...)
+		requireOK(t, r)
+		if tt.warn == "" {
+			require.Empty(t, r.stderr)
+			continue
+		}
+		require.Regexp(t, `^almanac: warning: the password in `+tt.warn+` can be read by every local user \(ps, /proc/\d+/cmdline\); set \S+, PGPASSWORD or a ~/.pgpass file instead\n$`, r.stderr)
+		require.NotContains(t, r.stderr, "s3cret")
+	}
+}
+
+func TestHasPassword(t *testing.T) {
+	for conn, want := range map[string]bool{
+		"postgres://app:s3cret@db/prod":                true,
+		"postgresql://app:s3cret@h1:5432,h2:5433/prod": true,
+		"postgres://db/prod?user=app&password=s3cret":  true,
+		"host=db user=app password=s3cret dbname=prod": true,
+		"password = 's3 cret' host=db":                 true,
+		"postgres://app@db:5432/prod":                  false,
+		"postgres://db/prod?sslmode=require":           false,
+		"host=db user=app dbname=prod":                 false,
+		"host=db passfile=/etc/almanac/pgpass":         false,
+		"":                                             false,
+	} {
+		require.Equal(t, want, hasPassword(conn), "%q", conn)
+	}
 }

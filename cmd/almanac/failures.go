@@ -155,7 +155,7 @@ func (a *app) printFailures(res failuresResult) error {
 			retry = *f.RetryAt
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", input.PrintableName(f.Name), f.Slot, state, f.Attempts, f.FailCount,
-			retry, f.At, oneLine(f.Message))
+			retry, f.At, shown(f.Message))
 	}
 	if res.More {
 		fmt.Fprintln(tw, "…\tmore not listed (raise --limit)")

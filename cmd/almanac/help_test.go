@@ -72,7 +72,8 @@ func TestHelpExamplesRun(t *testing.T) {
 	requireOK(t, cli(t, "--schema", schema, "series", "add", "sensor_report", "--interval", "PT5M"))
 	requireOK(t, cli(t, "--schema", schema, "series", "add", "billing", "--interval", "P1D", "--tz", "Europe/Berlin"))
 	work := t.TempDir()
-	for name, body := range map[string]string{"report.sh": "#!/bin/sh\n", "bill": "#!/bin/sh\n", "fill.py": "", "token": "an-example-token-0123456789\n"} {
+	for name, body := range map[string]string{"report.sh": "#!/bin/sh\n", "bill": "#!/bin/sh\n", "fill.py": "", "token": "c0ffee5e1a9b3d7f2e8c4a6b0d1f3e5a7c9b2d4f6e8a0c1e\n",
+		"users": "alice@example.com 7b3e9d1f5a2c8e4b0d6f1a3c5e7b9d2f4a6c8e0b1d3f5a7c\n"} {
 		require.NoError(t, os.WriteFile(filepath.Join(work, name), []byte(body), 0o755))
 	}
 

@@ -235,7 +235,7 @@ func parseSlotArg(text, interval string) (iv slot.Interval, isSlot bool, err err
 
 func (a *app) printHistory(grid almanac.Series, h almanac.History) error {
 	at := func(t time.Time) string { return t.In(grid.Location()).Format(eventTime) }
-	fmt.Fprintf(a.stdout, "slot  %s %s\n", grid.Name(), h.Slot)
+	fmt.Fprintf(a.stdout, "slot  %s %s\n", input.PrintableName(grid.Name()), h.Slot)
 	if c := h.Compacted; c != nil {
 		line := fmt.Sprintf("now   %s, compacted (row deleted; its run's highest generation %d", c.Status, c.Generation)
 		if !c.CompletedAt.IsZero() {
@@ -283,15 +283,15 @@ func (a *app) printHistory(grid almanac.Series, h almanac.History) error {
 		if by == "" {
 			by = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", at(e.At), e.Event, e.Generation, dash(int64(e.Attempt)), dash(e.Fence), clip(by), clip(e.Message))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", at(e.At), shown(e.Event), e.Generation, dash(int64(e.Attempt)), dash(e.Fence), clip(by), clip(e.Message))
 	}
 	return tw.Flush()
 }
 
-// clip makes free text fit one cell of a table: one line, at most 200
+// clip makes stored text fit one cell of a table: shown, at most 200
 // characters (--json has it whole).
 func clip(s string) string {
-	s = oneLine(strings.ReplaceAll(s, "\t", " "))
+	s = shown(s)
 	if utf8.RuneCountInString(s) > 200 {
 		s = string([]rune(s)[:199]) + "…"
 	}

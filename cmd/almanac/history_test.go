@@ -103,3 +103,48 @@ func sqlActor(t *testing.T) string {
 		`SELECT session_user || coalesce(' (' || nullif(current_setting('application_name'), '') || ')', '')`).Scan(&actor))
 	return actor
 }
+
+// TestStoredTextPrintsAsItIs: messages and actors that plain SQL wrote with
+// terminal escape sequences (a window title, an OSC 8 hyperlink, a screen
+// clear, carriage return and backspace overwrites, bidirectional overrides,
+// an 8-bit CSI) reach the terminal escaped by history, status and failures,
+// never raw; --json keeps the stored text exactly.
+func TestStoredTextPrintsAsItIs(t *testing.T) {
+	t.Parallel() // its own schema
+	schema := coverageSchema(t)
+	s := func(args ...string) []string { return append([]string{"--schema", schema}, args...) }
+	requireOK(t, cli(t, s("materialize", "billing", "--interval", "P1D", "--from", "2026-03-01", "--to", "2026-03-02")...))
+	const (
+		message = "\x1b]0;pwned\x07\x1b[2J\x1b[Hdisk ok\rFAKE: all slots complete\x1b]8;;https://evil.example/\x1b\\details\x1b]8;;\x1b\\"
+		actor   = "ops\b\b\broot\u202e@evil\u2066\u009b31m"
+	)
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET fail_count = 1, message = $1, not_before = 'infinity', updated_at = clock_timestamp()`, message)
+	execSQL(t, schema, `INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, actor, message)
+		VALUES ('billing', 'P1D', '2026-03-01T00:00:00+01:00', 'reopened', 1, $1, $2)`, actor, message)
+
+	for _, args := range [][]string{
+		{"history", "billing", "2026-03-01T00:00:00+01:00/P1D"},
+		{"status", "billing", "--interval", "P1D"},
+		{"failures", "billing"},
+	} {
+		r := cli(t, s(args...)...)
+		require.Contains(t, []int{exitOK, exitProblem}, r.code, "%v: %s", args, r.stderr)
+		for _, bad := range []string{"\x1b", "\x07", "\r", "\b", "\u202e", "\u2066", "\u009b"} {
+			require.NotContains(t, r.stdout, bad, "%v printed %q raw:\n%s", args, bad, r.stdout)
+		}
+	}
+	// What is stored shows, escaped.
+	r := cli(t, s("history", "billing", "2026-03-01T00:00:00+01:00/P1D")...)
+	require.Contains(t, r.stdout, `ops\b\b\broot\u202e@evil\u2066\u009b31m`)
+	require.Contains(t, r.stdout, `message: "\x1b]0;pwned\a\x1b[2J\x1b[Hdisk ok FAKE: all slots complete\x1b]8;;https://evil.example/`)
+	r = cli(t, s("status", "billing", "--interval", "P1D")...)
+	require.Contains(t, r.stdout, `"\x1b]0;pwned\a`)
+
+	h := decode[historyResult](t, cli(t, s("--json", "history", "billing", "2026-03-01T00:00:00+01:00/P1D")...))
+	require.Equal(t, message, h.Current.Message)
+	require.Len(t, h.Events, 2) // the UPDATE's changed_by_sql, then the inserted one
+	require.Equal(t, actor, h.Events[1].Actor)
+	require.Equal(t, message, h.Events[1].Message)
+	st := decode[statusResult](t, cli(t, s("--json", "status", "billing", "--interval", "P1D")...))
+	require.Equal(t, message, st.LastNote.Message)
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,11 +90,11 @@ func (a *app) serveOps(addr string, handler http.Handler) (stop func(), err erro
 	if err != nil {
 		return nil, problemError(fmt.Errorf("--http %s: %w", addr, err))
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := defaultHTTPLimits.server(handler)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(defaultHTTPLimits.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.logger().Error("almanac: the HTTP server stopped", "error", err)
 		}
 	}()
@@ -104,4 +105,74 @@ func (a *app) serveOps(addr string, handler http.Handler) (stop func(), err erro
 		_ = srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// httpLimits bound what clients can hold of an HTTP server almanac runs: a
+// request's headers must arrive within readHeader and the whole request
+// within read, an answer must be written within write, an idle keep-alive
+// connection is closed after idle, and at most conns connections are open
+// at once (more wait to be accepted). A client that sends slowly holds a
+// connection for read at most, and many of them hold conns at most.
+type httpLimits struct {
+	readHeader, read, write, idle time.Duration
+	conns                         int
+}
+
+// defaultHTTPLimits are those of almanac serve and --http. Requests are
+// small; an answer may wait up to 20 s for its turn to compute a calendar
+// (web.Options.MaxHeatmaps).
+var defaultHTTPLimits = httpLimits{readHeader: 10 * time.Second, read: 15 * time.Second, write: time.Minute, idle: time.Minute, conns: 100}
+
+// maxHeaderBytes bounds a request's headers.
+const maxHeaderBytes = 64 << 10
+
+// server returns an http.Server of h with l's timeouts.
+func (l httpLimits) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write,
+		IdleTimeout: l.idle, MaxHeaderBytes: maxHeaderBytes}
+}
+
+// listener returns ln accepting at most l.conns connections at a time: its
+// Accept waits while that many are open.
+func (l httpLimits) listener(ln net.Listener) net.Listener {
+	return &limitListener{Listener: ln, open: make(chan struct{}, l.conns), closed: make(chan struct{})}
+}
+
+type limitListener struct {
+	net.Listener
+	open      chan struct{} // one element per connection open
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.open <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.open
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.open })}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return err
+}
+
+// limitConn gives its place back when closed, once.
+type limitConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
 }

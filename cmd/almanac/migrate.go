@@ -202,7 +202,7 @@ type migrationState struct {
 func (a *app) migrateStatusCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show which migrations are applied",
+		Short: "Show which migrations are applied, and the server's PostgreSQL version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.connectClient(cmd.Context())
@@ -210,6 +210,10 @@ func (a *app) migrateStatusCommand() *cobra.Command {
 				return err
 			}
 			states, err := c.Migrations(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("migrate status: %w", err)
+			}
+			server, err := c.ServerVersion(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("migrate status: %w", err)
 			}
@@ -224,10 +228,11 @@ func (a *app) migrateStatusCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(struct {
 					Schema     string           `json:"schema"`
+					Server     string           `json:"server_version"`
 					Migrations []migrationState `json:"migrations"`
-				}{a.schema, out})
+				}{a.schema, server, out})
 			}
-			fmt.Fprintf(a.stdout, "schema %q\n", a.schema)
+			fmt.Fprintf(a.stdout, "schema %q on PostgreSQL %s\n", a.schema, server)
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
 			for _, s := range out {

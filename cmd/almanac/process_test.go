@@ -39,6 +39,11 @@ func buildAlmanac(t *testing.T) string {
 			return
 		}
 		cliBinary.dir = dir
+		// Readable by every user: a test runs it as an unprivileged one.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			cliBinary.err = err
+			return
+		}
 		bin := filepath.Join(dir, "almanac")
 		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 			cliBinary.err = fmt.Errorf("build the CLI: %w\n%s", err, out)
@@ -94,8 +99,15 @@ func startEnv(t *testing.T, env []string, bin string, args ...string) *process {
 // process's environment and env.
 func startIn(t *testing.T, dir string, env []string, bin string, args ...string) *process {
 	t.Helper()
+	return startCmd(t, func(cmd *exec.Cmd) { cmd.Dir = dir }, env, bin, args...)
+}
+
+// startCmd starts bin with this process's environment and env, once setup
+// has adjusted the rest (directory, credentials, descriptors).
+func startCmd(t *testing.T, setup func(*exec.Cmd), env []string, bin string, args ...string) *process {
+	t.Helper()
 	p := &process{cmd: exec.Command(bin, args...), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	p.cmd.Dir = dir
+	setup(p.cmd)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.errW = &syncWriter{w: p.stderr}
 	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: p.stdout}, p.errW

@@ -53,8 +53,20 @@ ALMANAC_ATTEMPT, ALMANAC_GENERATION, ALMANAC_FENCE, ALMANAC_KEY (once per
 slot) and ALMANAC_COMPUTATION_KEY (once per computation: it changes when the
 slot is re-opened, and ALMANAC_ATTEMPT starts again at 1). --env NAME passes
 one more variable of almanac's environment (if set), --env NAME=value sets
-one, and --env-all passes everything but DATABASE_URL, the ALMANAC_*_URL and
-the PG* variables, which pass only when named with --env.
+one, and --env-all passes everything but the variables that hold database
+credentials, which pass only when named with --env: DATABASE_URL, the
+ALMANAC_*_URL, the PG* variables, and every variable whose value holds a
+PostgreSQL URL (postgres:// or postgresql://, also inside a JDBC URL), a
+libpq keyword (host=, hostaddr=, dbname=, password=, passfile=, service=)
+or the password almanac connects with.
+
+CMD gets no other open file than its standard input, output and error. On
+Linux almanac makes itself non-dumpable when it starts a command: a process
+of the same user, CMD included, cannot read almanac's environment or memory
+(/proc/PID/environ, ptrace), which also means no core dumps and debuggers
+attaching only as root. Every local user can still read almanac's command
+line, so almanac warns when --database-url holds a password. Run CMD as
+another user for a stronger boundary (docs/deployment.md).
 
 Exit status 0 completes the slot, --skip-exit-code skips it, anything else (or
 a signal) is a failure retried with backoff; the last 3 KiB of stderr, with
@@ -115,7 +127,7 @@ the reason otherwise). A bare port binds to 127.0.0.1.`,
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "park a slot after this many failures (0: never)")
 	fl.IntVar(&f.skipExit, "skip-exit-code", defaults.SkipExitCode, "exit status with which the command marks its slot SKIP")
 	fl.StringArrayVar(&f.env, "env", nil, "NAME: pass this variable of almanac's environment to the command; NAME=value: set it (repeatable)")
-	fl.BoolVar(&f.envAll, "env-all", false, "pass almanac's whole environment to the command, except the database URL and PG* variables not named with --env")
+	fl.BoolVar(&f.envAll, "env-all", false, "pass almanac's whole environment to the command, except the variables holding database credentials (see above) not named with --env")
 	fl.BoolVar(&f.once, "once", false, "run what is due, then exit: 0 if nothing failed, 1 otherwise")
 	fl.StringVar(&f.http, "http", "", "serve Prometheus /metrics, /healthz and /readyz on HOST:PORT (a bare PORT binds to 127.0.0.1)")
 	return cmd

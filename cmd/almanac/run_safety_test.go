@@ -138,11 +138,9 @@ func TestRunKeepsSecrets(t *testing.T) {
 	t.Parallel() // its own schema and processes
 	bin := buildAlmanac(t)
 	schema := migrated(t)
-	// The test server trusts every connection: the password is not checked,
-	// but almanac has it.
-	url := strings.Replace(pgtest.URL(t), "postgres@", "postgres:s3cret@", 1)
-	require.Contains(t, url, ":s3cret@")
-	env := []string{"DATABASE_URL=" + url, "PGPASSWORD=s3cret", "REPORT_DIR=/srv/reports"}
+	// The connection's password and another connection string, under
+	// names that say nothing, too.
+	env := []string{"DATABASE_URL=" + withPassword(t, "s3cret"), "PGPASSWORD=s3cret", "REPORT_DIR=/srv/reports", "COPY=s3cret", "REPORTS=postgres://reports@db/reports"}
 	dir := t.TempDir()
 	job := script(t, `env > "`+dir+`/env"
 echo "connecting to postgres://app:s3cret@db/prod" >&2
@@ -159,6 +157,7 @@ exit 1
 		require.NoError(t, err)
 		require.NotContains(t, string(childEnv), "s3cret", "%s", extra)
 		require.NotContains(t, string(childEnv), "DATABASE_URL", "%s", extra)
+		require.NotContains(t, string(childEnv), "postgres://", "%s", extra)
 		require.Contains(t, string(childEnv), "REPORT_DIR=/srv/reports\n")
 		require.Contains(t, string(childEnv), "ALMANAC_SLOT=2026-01-01T00:00:00Z/PT1M\n")
 		require.Equal(t, 0, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE message LIKE '%s3cret%'`))

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/web"
 )
@@ -21,14 +25,12 @@ import (
 // defaultServeAddr keeps the page on this machine unless told otherwise.
 const defaultServeAddr = "127.0.0.1:8080"
 
-// minTokenLen refuses tokens short enough to guess.
-const minTokenLen = 16
-
 func (a *app) serveCommand() *cobra.Command {
-	var addr, tokenFile string
+	var addr, tokenFile, usersFile, userHeader string
+	var hosts []string
 	var allowActions bool
 	cmd := &cobra.Command{
-		Use:   "serve [--http ADDR] [--allow-actions --token-file F]",
+		Use:   "serve [--http ADDR] [--allow-actions --token-file F | --users-file F | --user-header H]",
 		Short: "Serve the coverage page: every series, a coverage calendar, failures and history",
 		Long: `Serve a web page showing every series with its slots by state, a coverage
 calendar per series (a heatmap of complete, skipped, open, in-flight, failed,
@@ -37,10 +39,18 @@ the series' time zone), the failed and parked slots with their messages, and
 each slot's history.
 
 The page is read-only unless --allow-actions is given: then re-open, skip and
-retry of a range are offered to whoever presents the token (read from
---token-file, else $ALMANAC_TOKEN; at least 16 characters), as a bearer token
-or in the page's login form. Each action asks for a reason, and the slots'
-history records it as done by --actor.
+retry of a range are offered, each asking for a reason, to
+  - the holders of the shared token (--token-file, else $ALMANAC_TOKEN),
+    recorded in the slots' history as --actor;
+  - each person of --users-file, a file of lines "NAME TOKEN", recorded as
+    NAME;
+  - with --user-header, whoever an authenticating proxy in front of the page
+    names in that header, recorded as that name. Use it only when every
+    request comes through that proxy and the proxy removes the header from
+    what clients send: anyone who can set it can act as anyone.
+A token is presented as a bearer token or in the page's login form; it must
+carry at least 128 random bits: make one with openssl rand -hex 32. Wrong
+tokens are limited per client address and in all (429 with the wait).
 
 Beside the page it serves Prometheus /metrics (the open-slot and freshness
 gauges of every series, and the counts of the actions taken on the page),
@@ -48,23 +58,43 @@ gauges of every series, and the counts of the actions taken on the page),
 migrated), as almanac run --http does.
 
 It listens on 127.0.0.1 unless --http names another address; put it behind
-TLS before exposing it beyond the machine. It runs until interrupted.`,
+TLS before exposing it beyond the machine. It answers requests sent to
+loopback names and addresses, to the address it listens on (every address
+of the machine for 0.0.0.0 or ::) and to the names given with --allow-host;
+others get 421, so that a web site cannot read the page through a browser
+on this machine by pointing its own name here. It runs until interrupted.`,
 		Example: `  almanac serve
-  almanac serve --http 127.0.0.1:9000
-  almanac serve --allow-actions --token-file ./token`,
+  almanac serve --http 0.0.0.0:8080 --allow-host almanac.example.com
+  almanac serve --allow-actions --token-file ./token
+  almanac serve --allow-actions --users-file ./users`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkServeAddr(addr); err != nil {
 				return err
 			}
-			token := ""
+			if err := checkHosts(hosts); err != nil {
+				return err
+			}
+			opts := web.Options{AllowActions: allowActions, Hosts: servedHosts(addr, hosts), UserHeader: userHeader}
 			if allowActions {
 				var err error
-				if token, err = a.readToken(tokenFile); err != nil {
+				if opts.Token, err = a.readToken(tokenFile, usersFile != "" || userHeader != ""); err != nil {
 					return err
 				}
-			} else if tokenFile != "" {
-				return usagef("--token-file is only used with --allow-actions")
+				if usersFile != "" {
+					if opts.Users, err = readUsers(usersFile, opts.Token); err != nil {
+						return err
+					}
+				}
+				if err := checkHeaderName(userHeader); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range [][2]string{{"--token-file", tokenFile}, {"--users-file", usersFile}, {"--user-header", userHeader}} {
+					if f[1] != "" {
+						return usagef("%s is only used with --allow-actions", f[0])
+					}
+				}
 			}
 			if err := input.CheckActor(a.actor); err != nil {
 				return usageError(fmt.Errorf("--actor: %w", err))
@@ -75,6 +105,10 @@ TLS before exposing it beyond the machine. It runs until interrupted.`,
 				return err
 			}
 			a.meters = meters
+			// Room beside the calendars computed at once, so that the
+			// series table, failures, history and actions never wait for
+			// them.
+			a.poolSize = defaults.MaxHeatmaps + 4
 			client, err := a.connectMigrated(cmd.Context())
 			if err != nil {
 				return err
@@ -85,19 +119,23 @@ TLS before exposing it beyond the machine. It runs until interrupted.`,
 			}
 			mux := http.NewServeMux()
 			// The coverage page owns "/"; the operational endpoints are
-			// mounted beside it.
-			mux.Handle("/", web.Handler(client, web.Options{AllowActions: allowActions, Token: token, Logger: a.logger()}))
-			ops := opsMux(client, registry, almanac.ReadyOptions{})
+			// mounted beside it, answering the same hosts.
+			opts.Logger = a.logger()
+			mux.Handle("/", web.Handler(client, opts))
+			ops := web.RestrictHosts(opsMux(client, registry, almanac.ReadyOptions{}), opts.Hosts)
 			for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 				mux.Handle(path, ops)
 			}
-			return a.serve(cmd.Context(), ln, mux, allowActions)
+			return a.serve(cmd.Context(), ln, mux, opts)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&addr, "http", defaultServeAddr, "address to listen on, HOST:PORT (port 0 picks a free one)")
-	fl.BoolVar(&allowActions, "allow-actions", false, "offer re-open, skip and retry on the page, to holders of the token")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the token that allows actions (default: $ALMANAC_TOKEN)")
+	fl.StringArrayVar(&hosts, "allow-host", nil, "a host name (or address) the page answers to besides loopback ones and the --http address (repeatable; * for any)")
+	fl.BoolVar(&allowActions, "allow-actions", false, "offer re-open, skip and retry on the page, to holders of a token or people named by --user-header")
+	fl.StringVar(&tokenFile, "token-file", "", "file holding the shared token that allows actions, recorded as --actor (default: $ALMANAC_TOKEN)")
+	fl.StringVar(&usersFile, "users-file", "", `file of people allowed to act, one "NAME TOKEN" per line, each recorded as NAME`)
+	fl.StringVar(&userHeader, "user-header", "", "request header in which an authenticating proxy names who acts, e.g. X-Forwarded-User (default: none trusted)")
 	a.registerActor(cmd)
 	return cmd
 }
@@ -113,9 +151,89 @@ func checkServeAddr(addr string) error {
 	return usagef("--http %q: expected HOST:PORT with a port from 0 to 65535, e.g. %s", addr, defaultServeAddr)
 }
 
-// readToken reads the actions' token from file, else $ALMANAC_TOKEN. The
-// token is never printed.
-func (a *app) readToken(file string) (string, error) {
+// checkHosts refuses an --allow-host that is no host name or address.
+func checkHosts(hosts []string) error {
+	for _, h := range hosts {
+		if h == "" || strings.ContainsAny(h, " \t/@?#") || !utf8.ValidString(h) {
+			return usagef("--allow-host %q: expected a host name or address, such as almanac.example.com, or *", h)
+		}
+	}
+	return nil
+}
+
+// servedHosts are the hosts the page answers to besides loopback ones:
+// --allow-host's, and the address --http listens on, or for a wildcard
+// address every address of the machine's interfaces. An address is no
+// name another site can point here.
+func servedHosts(addr string, allowed []string) []string {
+	out := slices.Clone(allowed)
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return append(out, host)
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			out = append(out, n.IP.String())
+		}
+	}
+	return out
+}
+
+// checkHeaderName refuses a --user-header that is not an HTTP header name.
+func checkHeaderName(name string) error {
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return usagef("--user-header %q: expected an HTTP header name, such as X-Forwarded-User", name)
+		}
+	}
+	return nil
+}
+
+// minTokenBits is the least randomness tokenBits must find in a token.
+// Tokens of 128 random bits score from about 100 (22 base64 characters)
+// up; 96 random bits about 75 to 95.
+const minTokenBits = 100
+
+// tokenBits estimates the random bits a token carries from its
+// characters: its length times the entropy of their frequencies, with the
+// Miller-Madow correction for short samples. A repeated character scores
+// 0, a repeated word little; what it cannot tell is a random string from a
+// memorable one of varied characters, so the rule is a floor, not a
+// measure.
+func tokenBits(token string) float64 {
+	counts := map[rune]int{}
+	n := 0
+	for _, r := range token {
+		counts[r]++
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	h := float64(len(counts)-1) / (2 * float64(n) * math.Ln2)
+	for _, c := range counts {
+		p := float64(c) / float64(n)
+		h -= p * math.Log2(p)
+	}
+	return h * float64(n)
+}
+
+// checkToken refuses a token (read from from) that holds spaces or looks
+// guessable. The token is never printed.
+func checkToken(token, from string) error {
+	if strings.ContainsAny(token, " \t\r\n") || !utf8.ValidString(token) {
+		return usagef("the token from %s holds spaces or invalid UTF-8: expected one word, at least 128 bits from a random generator, e.g. openssl rand -hex 32", from)
+	}
+	if bits := tokenBits(token); bits < minTokenBits {
+		return usagef("the token from %s looks guessable (its characters carry about %.0f random bits): expected at least 128 bits from a random generator, e.g. openssl rand -hex 32", from, bits)
+	}
+	return nil
+}
+
+// readToken reads the shared token from file, else $ALMANAC_TOKEN; none is
+// fine when others can act (optional). The token is never printed.
+func (a *app) readToken(file string, optional bool) (string, error) {
 	token, from := a.getenv("ALMANAC_TOKEN"), "ALMANAC_TOKEN"
 	if file != "" {
 		b, err := os.ReadFile(file)
@@ -126,26 +244,83 @@ func (a *app) readToken(file string) (string, error) {
 	}
 	token = strings.TrimSpace(token)
 	switch {
+	case token == "" && file == "" && optional:
+		return "", nil
 	case token == "" && file == "":
-		return "", usagef("--allow-actions needs a token: --token-file FILE or ALMANAC_TOKEN (at least %d characters)", minTokenLen)
-	case len(token) < minTokenLen || strings.ContainsAny(token, " \t\r\n"):
-		return "", usagef("the token from %s is too short or holds spaces: expected at least %d characters on one line", from, minTokenLen)
+		return "", usagef("--allow-actions needs who may act: --token-file FILE or ALMANAC_TOKEN (make one with openssl rand -hex 32), --users-file FILE, or --user-header NAME")
 	}
-	return token, nil
+	return token, checkToken(token, from)
+}
+
+// readUsers reads --users-file: one person per line, their name, then
+// their token as the line's last word; blank lines and lines starting with
+// # are skipped. Names must be storable as actors; tokens must pass
+// checkToken, differ from each other and from the shared token. No token is
+// ever printed.
+func readUsers(file, shared string) (map[string]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usagef("--users-file: %v", err)
+	}
+	users := map[string]string{}
+	lineOf := map[string]int{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		at := fmt.Sprintf("--users-file %s line %d", file, i+1)
+		cut := strings.LastIndexAny(line, " \t")
+		if cut < 0 {
+			return nil, usagef("%s: expected a name, then a token: NAME TOKEN, e.g. alice@example.com followed by the output of openssl rand -hex 32", at)
+		}
+		name, token := strings.TrimSpace(line[:cut]), line[cut+1:]
+		if err := input.CheckActor(name); err != nil {
+			return nil, usageError(fmt.Errorf("%s: %w", at, err))
+		}
+		if err := checkToken(token, at); err != nil {
+			return nil, err
+		}
+		if n, ok := lineOf[token]; ok {
+			return nil, usagef("%s: the token is line %d's too: expected a token of one's own per person", at, n)
+		}
+		if token == shared {
+			return nil, usagef("%s: the token is the shared one (--token-file or ALMANAC_TOKEN): expected a token of one's own", at)
+		}
+		users[token], lineOf[token] = name, i+1
+	}
+	if len(users) == 0 {
+		return nil, usagef("--users-file %s names nobody: expected lines of NAME TOKEN", file)
+	}
+	return users, nil
 }
 
 // serve runs the HTTP server on ln until ctx ends, then lets requests in
 // progress finish for a few seconds.
-func (a *app) serve(ctx context.Context, ln net.Listener, h http.Handler, actions bool) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+func (a *app) serve(ctx context.Context, ln net.Listener, h http.Handler, opts web.Options) error {
+	srv := defaultHTTPLimits.server(h)
+	var who []string
+	if opts.Token != "" {
+		who = append(who, "the token")
+	}
+	if len(opts.Users) > 0 {
+		who = append(who, fmt.Sprintf("%d people's tokens", len(opts.Users)))
+	}
+	if opts.UserHeader != "" {
+		who = append(who, "the proxy's "+opts.UserHeader)
+	}
 	mode := "read-only"
-	if actions {
-		mode = "actions allowed with the token"
+	if opts.AllowActions {
+		mode = "actions allowed with " + strings.Join(who, ", ")
 	}
 	fmt.Fprintf(a.stderr, "almanac: serving the coverage page on http://%s/ (%s)\n", ln.Addr(), mode)
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		fmt.Fprintf(a.stderr, "almanac: %s is reachable from other machines; put TLS in front of it\n", ln.Addr())
 	}
+	if opts.UserHeader != "" {
+		fmt.Fprintf(a.stderr, "almanac: whoever sets %s acts as the name it holds: only an authenticating proxy that sets it, and removes it from what clients send, may reach %s\n", opts.UserHeader, ln.Addr())
+	}
+	ln = defaultHTTPLimits.listener(ln)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

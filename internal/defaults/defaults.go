@@ -15,6 +15,10 @@ const (
 	FailuresLimit = 1000
 	// MaxHeatmapBuckets bounds the buckets of a heatmap.
 	MaxHeatmapBuckets = 10_000
+	// MaxHeatmaps is how many calendars the coverage page computes at
+	// once by default (web.Options.MaxHeatmaps); almanac serve sizes its
+	// pool by it.
+	MaxHeatmaps = 2
 	// SkipExitCode is the exit status with which a command run per slot
 	// marks its slot SKIP ("nothing to do for this interval"). 99 is unused
 	// by shells (126, 127, 128+n) and by the sysexits conventions (64–78).

@@ -17,7 +17,9 @@
 //     too little).
 //
 // Redaction is a safety net, not a guarantee: a password printed on its own
-// is not recognizable as one.
+// is not recognizable as one. So the scheduler also hands the passwords it
+// connects with to its lease handlers in their context (WithPasswords),
+// and a command run per slot is given no variable that holds one.
 package redact
 
 import (

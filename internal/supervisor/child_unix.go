@@ -33,10 +33,13 @@ func init() {
 // supervise runs the command path with argv and reports its status on the
 // status pipe. It returns the supervisor's exit code.
 func supervise(path string, argv []string) int {
-	// The pipes must not leak into the command: a descendant holding the
-	// status pipe would delay Wait.
-	unix.CloseOnExec(lifelineFD)
-	unix.CloseOnExec(statusFD)
+	// Nothing but stdin, stdout and stderr reaches the command: not the
+	// pipes (a descendant holding the status pipe would delay Wait, or
+	// write a status), not what the program inherited.
+	closeInherited()
+	// Nor can the command read or trace the supervisor, which would let it
+	// write a status of its choosing.
+	undumpable()
 	lifeline := os.NewFile(lifelineFD, "lifeline")
 	status := os.NewFile(statusFD, "status")
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, supervisorEnv+"=") })
@@ -56,6 +59,9 @@ func supervise(path string, argv []string) int {
 			st.Code = 127
 		}
 	} else {
+		// The program kills this process group should the supervisor be
+		// killed before it reports a status.
+		_, _ = fmt.Fprintf(status, "pid %d\n", pid)
 		dead := make(chan struct{})
 		go func() {
 			// Only EOF (or an error) can come: nothing writes to it.

@@ -3,13 +3,11 @@
 package supervisor
 
 import (
-	"errors"
+	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,16 +38,31 @@ var killTimeout = 5 * time.Second
 type Process struct {
 	cmd       *exec.Cmd
 	lifeline  *os.File // write end; closing it makes the supervisor kill everything
-	status    *os.File // read end of the command's status
 	exited    chan struct{}
 	closeLife sync.Once
+	reported  chan struct{} // closed once the supervisor's report is read to its end
+	report    report        // set before reported is closed
 }
+
+// report is what the supervisor said, and what the program did when it
+// said too little.
+type report struct {
+	status Status
+	ok     bool // status was reported
+	group  int  // the command's process group, killed because no status came
+}
+
+// undumpableOnce makes the program non-dumpable when it starts its first
+// command: its environment and memory hold what the command must not see
+// (the database URL and its password).
+var undumpableOnce sync.Once
 
 // Start starts the supervisor of the command spec describes, and through
 // it the command. It returns once the supervisor runs; a command that then
 // fails to start ends with status 127 (not found) or 126 (any other
 // reason) and the reason on its stderr, as in a shell.
 func Start(spec Spec) (*Process, error) {
+	undumpableOnce.Do(undumpable)
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
@@ -78,7 +91,36 @@ func Start(spec Spec) (*Process, error) {
 		statR.Close()
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	return &Process{cmd: cmd, lifeline: lifeW, status: statR, exited: make(chan struct{})}, nil
+	p := &Process{cmd: cmd, lifeline: lifeW, exited: make(chan struct{}), reported: make(chan struct{})}
+	go p.readReport(statR)
+	return p, nil
+}
+
+// readReport reads what the supervisor reports on r: the command's pid once
+// it started, its status once it ended. The pipe ends when the supervisor
+// does. If it ended without a status, it was killed (by a descendant of the
+// command, by the out-of-memory killer, by Kill when frozen), and nothing
+// would kill what the command started: its process group is killed at once.
+// The group's id is the command's pid, which cannot be given to another
+// process while any process of the group lives; once all are gone, only
+// after the kernel's pid counter wrapped around, which takes far longer than
+// the moment between the supervisor's end and this kill.
+func (p *Process) readReport(r *os.File) {
+	defer close(p.reported)
+	defer r.Close()
+	pid := 0
+	lines := bufio.NewScanner(r)
+	for lines.Scan() {
+		if st, ok := decodeStatus(lines.Text()); ok {
+			p.report.status, p.report.ok = st, true
+		} else {
+			_, _ = fmt.Sscanf(lines.Text(), "pid %d", &pid)
+		}
+	}
+	if !p.report.ok && pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		p.report.group = pid
+	}
 }
 
 // Terminate asks the command to stop: its process group gets SIGTERM. It
@@ -108,18 +150,28 @@ func (p *Process) closeLifeline() { p.closeLife.Do(func() { p.lifeline.Close() }
 // Wait waits until the command and everything the supervisor killed are
 // gone and the command's output is written, and returns how the command
 // ended. It fails only if the supervisor did not report a status (it was
-// killed).
+// killed); the error says so, and whether the command's process group was
+// killed for it.
 func (p *Process) Wait() (Status, error) {
 	werr := p.cmd.Wait()
 	close(p.exited)
 	p.closeLifeline()
-	report, _ := io.ReadAll(p.status)
-	p.status.Close()
-	if st, ok := decodeStatus(strings.TrimSpace(string(report))); ok {
-		return st, nil
+	<-p.reported
+	if p.report.ok {
+		return p.report.status, nil
 	}
-	if werr == nil || errors.Is(werr, exec.ErrWaitDelay) {
-		werr = errors.New(p.cmd.ProcessState.String())
+	how, state := "ended without a status", ""
+	if ps := p.cmd.ProcessState; ps == nil {
+		state = werr.Error() // it could not be waited for
+	} else {
+		state = ps.String()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = "was killed"
+		}
 	}
-	return Status{}, fmt.Errorf("supervisor ended without a status: %w", werr)
+	err := fmt.Errorf("the supervisor %s (%s)", how, state)
+	if p.report.group > 0 {
+		err = fmt.Errorf("%w; the command's process group was killed", err)
+	}
+	return Status{}, err
 }

@@ -26,15 +26,31 @@
 //     tied to the thread that forked, so the supervisor forks from its main
 //     thread, locked in init, which lives as long as the process.
 //
+// Should the supervisor be killed before it reports a status (by a
+// descendant of the command, which runs as the same user, or by the
+// out-of-memory killer), the program kills the command's process group as
+// soon as the supervisor is gone, and Wait's error says both.
+//
+// What reaches the command: its arguments, the environment and directory
+// of its Spec, and standard input, output and error; every other
+// descriptor, inherited by the program or opened by the supervisor, is
+// closed on exec. On Linux, Start makes the program non-dumpable
+// (PR_SET_DUMPABLE 0) when it starts its first command, and the supervisor
+// makes itself non-dumpable too: a process of the same user, the command
+// included, cannot read their /proc/<pid>/environ, mem or fd, nor ptrace
+// them. That flag also means no core dumps, /proc/<pid> files owned by
+// root, and debuggers, strace or perf attaching only as root. It does not
+// hide /proc/<pid>/cmdline, which every local user can read.
+//
 // Limits: a descendant that another service started on the command's
 // behalf (systemd-run, at, a container runtime) is not a descendant and is
-// not killed. If the supervisor itself is killed with SIGKILL (an
-// out-of-memory kill), the command dies by its parent-death signal but its
-// own children are re-parented elsewhere and live on. On other Unix
-// systems there is no subreaper and no parent-death signal: the process
+// not killed. If the supervisor itself is killed, descendants that left
+// the command's process group live on. On other Unix systems there is no
+// subreaper, no parent-death signal and no non-dumpable flag: the process
 // group is killed when the lifeline closes, but descendants that left the
-// group survive, and what the command leaves behind when it exits normally
-// is not killed. Windows is not supported (ErrUnsupported).
+// group survive, what the command leaves behind when it exits normally is
+// not killed, and a process of the same user can read the program's
+// environment. Windows is not supported (ErrUnsupported).
 package supervisor
 
 import (

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/almanacdev/almanac/internal/testkit/proc"
 )
@@ -187,7 +188,7 @@ func TestKillAFrozenSupervisor(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
 	p.Kill()
 	_, err := p.Wait()
-	require.ErrorContains(t, err, "supervisor ended without a status: signal: killed")
+	require.ErrorContains(t, err, "the supervisor was killed (signal: killed); the command's process group was killed")
 	requireGone(t, 5*time.Second, sh)
 }
 
@@ -216,4 +217,48 @@ func TestProgramKilled(t *testing.T) {
 	require.NoError(t, helper.Process.Signal(syscall.SIGKILL))
 	_ = helper.Wait()
 	requireGone(t, time.Second, sh, child, escaped)
+}
+
+// TestInheritedDescriptorsStayBehind: a descriptor the program holds
+// without close-on-exec (as a shell's 7</secret gives one) does not reach
+// the command, nor do the supervisor's pipes.
+func TestInheritedDescriptorsStayBehind(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("top secret\n"), 0o600))
+	f, err := os.Open(secret)
+	require.NoError(t, err)
+	defer f.Close()
+	fd, err := unix.Dup(int(f.Fd())) // dup does not set close-on-exec
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	require.NoError(t, err)
+	require.Zero(t, flags&unix.FD_CLOEXEC, "the descriptor is inherited by what this process starts")
+
+	var stdout buffer
+	spec := shell(fmt.Sprintf(`cat <&%d; for fd in %d %d %d; do [ -e /proc/$$/fd/$fd ] && echo "fd $fd open"; done; echo end`,
+		fd, fd, lifelineFD, statusFD))
+	spec.Stdout = &stdout
+	require.Equal(t, Status{Code: 0}, run(t, spec))
+	require.Equal(t, "end\n", stdout.String())
+}
+
+// TestCommandKillsItsSupervisor: a child of the command kills the
+// supervisor, then sleeps. The command dies by its parent-death signal and
+// the program kills the command's process group, so the child does not
+// live on; Wait says what happened.
+func TestCommandKillsItsSupervisor(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	// The child writes its shell's pid, its own and the supervisor's before
+	// it kills the supervisor.
+	p, err := Start(shell(`supervisor=$PPID
+sh -c 'echo "$PPID $$ '$supervisor'" > "` + pids + `.tmp"; mv "` + pids + `.tmp" "` + pids + `"; kill -KILL '$supervisor'; exec sleep 60' &
+wait`))
+	require.NoError(t, err)
+	_, err = p.Wait()
+	require.ErrorContains(t, err, "the supervisor was killed (signal: killed); the command's process group was killed")
+	sh, child, supervisor := readPIDs(t, pids)
+	require.Equal(t, p.cmd.Process.Pid, supervisor)
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) }) // should it have survived
+	requireGone(t, 5*time.Second, sh, child)
 }

@@ -80,7 +80,9 @@ type discovery struct {
 // database is cleaned up.
 //
 // Failing to clean up is reported on stderr but does not change the exit
-// code. A test binary that dies without returning from m.Run (a panic, a
+// code, except for connections of the pool (Pool) that a test acquired and
+// never released: Main waits 10 s for them, then reports them and fails.
+// A test binary that dies without returning from m.Run (a panic, a
 // -timeout) leaves its cluster behind; the next throwaway cluster started by
 // any test binary on the machine stops and removes it.
 func Main(m interface{ Run() int }) {
@@ -88,16 +90,19 @@ func Main(m interface{ Run() int }) {
 	code := m.Run()
 	if err := shutdown(); err != nil {
 		fmt.Fprintln(os.Stderr, "almanactest:", err)
+		if errors.Is(err, errInUse) && code == 0 {
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
 
 func shutdown() error {
 	runExampleCleanups()
-	if pool != nil {
-		pool.Close()
-	}
 	var errs []error
+	if pool != nil {
+		errs = append(errs, closePool(pool, closeWait))
+	}
 	if found.cluster != nil {
 		errs = append(errs, found.cluster.Destroy())
 	}
@@ -116,6 +121,11 @@ func shutdown() error {
 //     database test, else database postgres;
 //  3. a throwaway cluster started with pgcluster and pgcluster.FastSettings,
 //     stopped by Main.
+//
+// ALMANAC_PG_VERSION (a major version, e.g. 16) overrides all three: the
+// tests then run on a throwaway cluster of that version, from the binaries
+// pgcluster.FindVersion finds, and fail if there are none (.ci/pg-install
+// installs them; .ci/pg-matrix runs the engine's tests on each version).
 //
 // Each probe gives up after 2 s. If no server can be had URL fails the test
 // with one message saying how to provide one; it never skips. It also fails
@@ -242,6 +252,7 @@ type environment struct {
 	getenv       func(string) string
 	local        []string // URLs of the local server, in order of preference
 	findBinaries func() (string, error)
+	findVersion  func(major int) (string, error)
 }
 
 func defaultEnvironment() environment {
@@ -252,10 +263,14 @@ func defaultEnvironment() environment {
 			"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		},
 		findBinaries: pgcluster.Find,
+		findVersion:  pgcluster.FindVersion,
 	}
 }
 
 func discover(ctx context.Context, env environment) discovery {
+	if v := env.getenv(versionVariable); v != "" {
+		return discoverVersion(ctx, env, v)
+	}
 	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
 		url := env.getenv(name)
 		if url == "" {
@@ -339,22 +354,37 @@ func startThrowaway(ctx context.Context, binDir string) (discovery, error) {
 	return discovery{url: c.URL("postgres"), cluster: c, dir: dir}, nil
 }
 
-// FlushStats makes what pool's connections have done so far visible in
-// the server's cumulative statistics (pg_stat_*), which a backend otherwise
-// reports up to a second later. The connections must be idle: it flushes
-// those it can acquire at once.
-func FlushStats(tb testing.TB, pool *pgxpool.Pool) {
+// FlushStats makes what the pools' connections have done so far visible
+// in the server's cumulative statistics (pg_stat_*), which a backend
+// otherwise reports up to a second later. The connections must be idle:
+// it flushes those it can acquire at once. On PostgreSQL 14, which has no
+// way to ask for it, it takes about a second (see flushCollector).
+func FlushStats(tb testing.TB, pools ...*pgxpool.Pool) {
 	tb.Helper()
 	ctx := context.Background()
-	for _, c := range pool.AcquireAllIdle(ctx) {
+	var conns []*pgxpool.Conn
+	for _, p := range pools {
+		conns = append(conns, p.AcquireAllIdle(ctx)...)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	if len(conns) == 0 {
+		return
+	}
+	if serverMajor(conns[0].Conn().PgConn()) < 15 {
+		flushCollector(tb, conns)
+		return
+	}
+	for _, c := range conns {
 		// A backend sends its statistics when it is next idle.
 		for _, sql := range []string{`SELECT pg_stat_force_next_flush()`, `SELECT 1`} {
 			if _, err := c.Exec(ctx, sql); err != nil {
-				c.Release()
 				tb.Fatal(err)
 			}
 		}
-		c.Release()
 	}
 }
 
@@ -365,8 +395,7 @@ func FlushStats(tb testing.TB, pool *pgxpool.Pool) {
 // reading (a backend reports at most once a second).
 func flushForReading(tb testing.TB, pool *pgxpool.Pool) {
 	tb.Helper()
-	FlushStats(tb, pool)
-	FlushStats(tb, Pool(tb))
+	FlushStats(tb, pool, Pool(tb))
 }
 
 // RowsRead returns how many live rows of table (schema-qualified) have been
@@ -433,6 +462,37 @@ func OwnPool(tb testing.TB, url string, maxConns int32, planCacheMode string) *p
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(pool.Close)
+	tb.Cleanup(func() {
+		if err := closePool(pool, closeWait); err != nil {
+			tb.Error(err)
+		}
+	})
 	return pool
+}
+
+// closeWait bounds how long closing a pool waits for the connections still
+// in use.
+const closeWait = 10 * time.Second
+
+// errInUse is returned (wrapped) by closePool.
+var errInUse = errors.New("connections still in use")
+
+// closePool closes p, waiting at most wait for its acquired connections to
+// be released: pgxpool's Close waits for them without end, so one that a
+// failed test never released would hang its package until go test kills
+// it. After wait it returns an error wrapping errInUse and leaves the
+// close to finish in the background.
+func closePool(p *pgxpool.Pool, wait time.Duration) error {
+	done := make(chan struct{})
+	go func() {
+		p.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(wait):
+		return fmt.Errorf("almanactest: %w: %d connection(s) of a pool were acquired and not released %v after their tests ended; not waiting for them",
+			errInUse, p.Stat().AcquiredConns(), wait)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/almanacdev/almanac/internal/demo/pgcluster"
@@ -240,4 +241,117 @@ func TestReapOrphans(t *testing.T) {
 	reapOrphans()
 	require.NoDirExists(t, staleDir)
 	require.True(t, processExists(other.Process.Pid), "an unrelated process is not signalled")
+}
+
+// TestVersionRequested: ALMANAC_PG_VERSION asks for a throwaway cluster of
+// one version, over every other way of finding a server, and fails, saying
+// what to install, when there are no binaries of that version.
+func TestVersionRequested(t *testing.T) {
+	env := func(vars map[string]string, findVersion func(int) (string, error)) environment {
+		return environment{
+			getenv:       func(k string) string { return vars[k] },
+			local:        []string{URL(t)},
+			findBinaries: func() (string, error) { t.Fatal("must not look for the default binaries"); return "", nil },
+			findVersion:  findVersion,
+		}
+	}
+	var asked []int
+	d := discover(context.Background(), env(map[string]string{versionVariable: "99", "TEST_DATABASE_URL": URL(t)},
+		func(major int) (string, error) { asked = append(asked, major); return pgcluster.FindVersion(major) }))
+	require.Equal(t, []int{99}, asked, "the version wins over TEST_DATABASE_URL and the local server")
+	require.ErrorIs(t, d.err, pgcluster.ErrNoBinaries)
+	require.ErrorContains(t, d.err, "ALMANAC_PG_VERSION=99")
+	require.ErrorContains(t, d.err, ".ci/pg-install 99")
+	t.Log(d.err)
+
+	for _, bad := range []string{"sixteen", "16.4", "9"} {
+		d := discover(context.Background(), env(map[string]string{versionVariable: bad},
+			func(int) (string, error) { t.Fatal("must not look for binaries"); return "", nil }))
+		require.ErrorContains(t, d.err, fmt.Sprintf("ALMANAC_PG_VERSION=%q: expected a PostgreSQL major version such as 16", bad))
+	}
+}
+
+// TestServerVersion: the tests run on the version ALMANAC_PG_VERSION asks
+// for, and serverMajor reads it.
+func TestServerVersion(t *testing.T) {
+	conn, err := Pool(t).Acquire(context.Background())
+	require.NoError(t, err)
+	defer conn.Release()
+	var num int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT current_setting('server_version_num')::int`).Scan(&num))
+	require.Equal(t, num/10000, serverMajor(conn.Conn().PgConn()))
+	if v := os.Getenv(versionVariable); v != "" {
+		require.Equal(t, v, strconv.Itoa(num/10000), "the server runs the version %s asks for", versionVariable)
+	}
+}
+
+// TestFlushStats: what a pool's connections read is in the statistics at
+// once after FlushStats, on every server version: a reading taken too
+// early would miss scans.
+func TestFlushStats(t *testing.T) {
+	ctx := context.Background()
+	table := Schema(t) + ".t"
+	_, err := Pool(t).Exec(ctx, "CREATE TABLE "+table+" (n int)")
+	require.NoError(t, err)
+	own := OwnPool(t, URL(t), 3, "")
+	scans := func() int64 {
+		var n int64
+		require.NoError(t, Pool(t).QueryRow(ctx, `SELECT pg_stat_get_numscans($1::regclass)`, table).Scan(&n))
+		return n
+	}
+	FlushStats(t, Pool(t))
+	before := scans()
+	for range 2 {
+		conns := make([]*pgxpool.Conn, 3)
+		for i := range conns {
+			conns[i], err = own.Acquire(ctx)
+			require.NoError(t, err)
+			_, err = conns[i].Exec(ctx, "SELECT FROM "+table)
+			require.NoError(t, err)
+		}
+		for _, c := range conns {
+			c.Release()
+		}
+	}
+	FlushStats(t, own)
+	require.Equal(t, before+6, scans(), "six scans on three connections")
+}
+
+// TestFlushStatsReleasesConnections: a flush that fails gives back every
+// connection it took, so that closing the pool does not wait for them.
+func TestFlushStatsReleasesConnections(t *testing.T) {
+	ctx := context.Background()
+	own := OwnPool(t, URL(t), 3, "")
+	conns := make([]*pgxpool.Conn, 3)
+	pids := make([]uint32, 3)
+	var err error
+	for i := range conns {
+		conns[i], err = own.Acquire(ctx)
+		require.NoError(t, err)
+		pids[i] = conns[i].Conn().PgConn().PID()
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	_, err = Pool(t).Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM unnest($1::int[]) AS pid`, pids)
+	require.NoError(t, err)
+	require.NotEmpty(t, fatalOf(t, func(tb testing.TB) { FlushStats(tb, own) }), "flushing on ended sessions fails")
+	// A broken connection is destroyed in the background once released.
+	require.Eventually(t, func() bool { return own.Stat().AcquiredConns() == 0 }, time.Minute, 10*time.Millisecond,
+		"every connection is given back")
+}
+
+// TestClosePoolDoesNotWait: a connection a test never released does not
+// hang closing its pool.
+func TestClosePoolDoesNotWait(t *testing.T) {
+	ctx := context.Background()
+	p, err := newPool(ctx, URL(t))
+	require.NoError(t, err)
+	leaked, err := p.Acquire(ctx)
+	require.NoError(t, err)
+	err = closePool(p, 50*time.Millisecond)
+	require.ErrorIs(t, err, errInUse)
+	require.ErrorContains(t, err, "1 connection(s) of a pool were acquired and not released")
+	leaked.Release()
+	require.NoError(t, closePool(p, time.Minute), "closed once the connection is back")
 }
