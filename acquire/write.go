@@ -2,6 +2,7 @@ package acquire
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,15 @@ func (q *Queue) writeOnce(ctx context.Context, build func(b *pgx.Batch)) error {
 	err = conn.SendBatch(ctx, b).Close()
 	if err == nil && q.testLoseAck != nil && q.testLoseAck() {
 		return &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection (the test lost the acknowledgment)"}
+	}
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "25006" {
+		// The server refused the write as read-only: a primary being
+		// demoted or fenced. The next attempt dials afresh, so that it
+		// follows the promoted primary (target_session_attrs=read-write)
+		// and takes the server's settings as they are then, not as this
+		// session took them when it began.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		return err
 	}
 	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
 		// The statement failed inside the explicit transaction: end it here

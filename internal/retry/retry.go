@@ -44,9 +44,10 @@ const (
 // Transient reports whether err is a fault of the connection or the server,
 // after which the same operation may succeed on another connection: the
 // connection was lost or refused, the server is shutting down, starting up,
-// recovering or full, the transaction lost a serialization or deadlock
-// race, or a statement was cancelled while ctx is still live (a cancel
-// request meant for an earlier statement, or a timeout of the server's).
+// recovering, full or read-only (a primary being demoted or fenced during a
+// failover), the transaction lost a serialization or deadlock race, or a
+// statement was cancelled while ctx is still live (a cancel request meant
+// for an earlier statement, or a timeout of the server's).
 // Errors after ctx is done, and errors about the request itself (bad SQL,
 // constraint violations, authentication) are not transient.
 func Transient(ctx context.Context, err error) bool {
@@ -86,7 +87,7 @@ func MayHaveCommitted(ctx context.Context, err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "40001", "40P01", "57014", "53300":
+		case "40001", "40P01", "57014", "53300", "25006":
 			return false
 		}
 	}
@@ -104,6 +105,7 @@ func transientCode(code string) bool {
 		"25P03", // idle_in_transaction_session_timeout
 		"57014", // query_canceled, while our context is live (see Transient)
 		"53300", // too_many_connections: others may leave
+		"25006", // read_only_sql_transaction: the write was refused; a fenced primary comes back, or another is promoted
 		"40001", // serialization_failure: the transaction was rolled back
 		"40P01": // deadlock_detected: likewise
 		return true

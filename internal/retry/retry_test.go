@@ -70,6 +70,7 @@ func TestClassification(t *testing.T) {
 		{"too many connections", pgError("53300"), true, false},
 		{"serialization failure", pgError("40001"), true, false},
 		{"deadlock", pgError("40P01"), true, false},
+		{"read-only server", pgError("25006"), true, false},
 
 		// About the request itself.
 		{"syntax error", pgError("42601"), false, false},
