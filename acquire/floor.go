@@ -2,6 +2,7 @@ package acquire
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -116,13 +117,21 @@ func (f *floor) reach(t time.Time, n int) time.Time {
 	return next.Start
 }
 
-// advance records what a search begun in epoch took: slots, in the range
-// searched from its start (whole) or from the floor; short when the search
-// from where it started found fewer than it asked for. A search from the
-// floor only moves at forward; one from the start of the range sets it,
-// since it saw everything before the earliest slot it took. A rewind
-// since the search began voids it.
-func (f *floor) advance(epoch uint64, slots []Slot, whole, short bool) {
+// advance records what a search begun in epoch at lo took: slots, in the
+// range searched from its start (whole) or from the floor; short when the
+// search from where it started found fewer than it asked for. A search
+// from the floor only moves at forward; one from the start of the range
+// sets it, since it saw everything before the earliest slot it took. A
+// rewind since the search began voids it.
+//
+// Expired leases a search takes over come first, in places it reserved
+// for AVAILABLE slots: a search for n that takes over k of them takes
+// n-k AVAILABLE slots, which can span less than the n grid slots it
+// reserved. It saw every acquirable slot up to the end of those it took
+// (or up to lo when it took none), and nothing after: the next search
+// starts there at the latest, or the slots after it would wait for the
+// next search from the start of the range.
+func (f *floor) advance(epoch uint64, lo time.Time, slots []Slot, whole, short bool) {
 	first, last, ok := span(slots)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -142,6 +151,18 @@ func (f *floor) advance(epoch uint64, slots []Slot, whole, short bool) {
 	}
 	if ok && (whole || first.After(f.at)) {
 		f.at = first
+	}
+	if !short && slices.ContainsFunc(slots, func(s Slot) bool { return s.TookOver }) {
+		seen := lo
+		if ok {
+			seen = last
+		}
+		if f.ahead.After(seen) {
+			f.ahead = seen
+		}
+		if f.at.After(seen) {
+			f.at = seen
+		}
 	}
 }
 

@@ -163,41 +163,48 @@ func TestFloorReservesEachSearchItsPart(t *testing.T) {
 	}
 
 	e := requireStart(10, time.Time{}) // nothing known: from the start of the range
-	f.advance(e, took(0, 10), true, false)
+	f.advance(e, time.Time{}, took(0, 10), true, false)
 	e1 := requireStart(10, at(10))
 	e2 := requireStart(10, at(20))
 	e3 := requireStart(5, at(30))
 	requireStart(1, at(35))
-	f.advance(e2, took(20, 30), false, false)
-	f.advance(e1, took(10, 20), false, false)
+	f.advance(e2, at(20), took(20, 30), false, false)
+	f.advance(e1, at(10), took(10, 20), false, false)
 	requireStart(1, at(36))
 
 	// Taken beyond its part (slots after 30 were missing): the next search
 	// starts after what it took.
-	f.advance(e3, took(40, 45), false, false)
+	f.advance(e3, at(30), took(40, 45), false, false)
 	requireStart(10, at(45))
 
 	// Short: nothing acquirable after where it started. The next search
 	// starts at the earliest slot the last search took.
 	e = requireStart(10, at(55))
-	f.advance(e, took(55, 58), false, true)
+	f.advance(e, at(55), took(55, 58), false, true)
 	requireStart(10, at(55))
 
 	// A search from the start of the range that finds slots behind the
 	// reserved parts: the searches after it go on from there.
 	f.rewind()
 	e = requireStart(10, time.Time{})
-	f.advance(e, took(3, 13), true, false)
+	f.advance(e, time.Time{}, took(3, 13), true, false)
 	requireStart(10, at(13))
 
-	// Expired leases taken over say nothing of where acquirable slots are.
+	// Expired leases taken over say nothing of where acquirable slots are,
+	// and take the places of AVAILABLE slots in the search: one that took
+	// over 10 leases saw no acquirable slot, and the next search starts
+	// where it started.
 	e = requireStart(10, at(23))
 	over := took(100, 110)
 	for i := range over {
 		over[i].TookOver = true
 	}
-	f.advance(e, over, false, false)
-	requireStart(10, at(33))
+	f.advance(e, at(23), over, false, false)
+	e = requireStart(10, at(23))
+	// One that took over 4 and took 6 AVAILABLE slots saw the acquirable
+	// slots up to the end of those 6.
+	f.advance(e, at(23), append(took(23, 29), over[:4]...), false, false)
+	requireStart(10, at(29))
 }
 
 // TestConcurrentSearchesStepOverNoLockedSlots: a locked-mode batch that
@@ -274,4 +281,40 @@ func TestAbandonedReservationIsFound(t *testing.T) {
 	claimFrom(10, 10)
 	q.floor.every = time.Hour
 	claimFrom(5, 25)
+}
+
+// TestTakeoverKeepsTheOrder: a claim that takes an expired lease over takes
+// fewer AVAILABLE slots than it reserved a part of the range for; the next
+// claim still takes the oldest AVAILABLE slot, not the one after the part
+// reserved. Before, the slot skipped waited for the next search from the
+// start of the range (up to a second).
+func TestTakeoverKeepsTheOrder(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 20)
+	q := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour, TakeoverGrace: -1}})
+	q.floor.every = time.Hour // no periodic search from the start of the range
+	other := f.queue(Options{Policy: Policy{LeaseTTL: time.Hour}})
+	claimed := func(n int, want ...int) {
+		t.Helper()
+		leases, err := q.Claim(ctx, n)
+		require.NoError(t, err)
+		var got []int
+		for _, l := range leases {
+			got = append(got, int(l.Start.Sub(f.from)/time.Minute))
+		}
+		require.ElementsMatch(t, want, got, "slots claimed")
+	}
+	dead, err := other.Claim(ctx, 3) // 0-2, by a holder that dies
+	require.NoError(t, err)
+	require.Len(t, dead, 3)
+	claimed(1, 3)
+
+	f.expire(dead[0].Start)
+	claimed(1, 0) // the expired lease, in the place reserved for 4
+	claimed(1, 4)
+
+	f.expire(dead[1].Start)
+	f.expire(dead[2].Start)
+	claimed(3, 1, 2, 5) // two expired leases, and one of the 3 places reserved
+	claimed(2, 6, 7)
 }

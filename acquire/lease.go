@@ -223,7 +223,7 @@ func (q *Queue) Claim(ctx context.Context, n int) ([]*Lease, error) {
 			leases = append(leases, more...)
 		}
 	}
-	q.floor.advance(epoch, leaseSlots(leases), whole, short)
+	q.floor.advance(epoch, lo, leaseSlots(leases), whole, short)
 	q.afterSearch(leaseSlots(leases), n, whole, short)
 	sort.Slice(leases, func(i, j int) bool {
 		if q.opts.NewestFirst {

@@ -35,7 +35,7 @@ func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int, lo time.Ti
 		slots = append(more, slots...)
 		sort.Slice(slots, func(i, j int) bool { return slots[i].Start.Before(slots[j].Start) })
 	}
-	q.floor.advance(epoch, slots, whole, short)
+	q.floor.advance(epoch, lo, slots, whole, short)
 	q.afterSearch(slots, max, whole, short)
 	return slots, xid, nil
 }
