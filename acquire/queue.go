@@ -112,8 +112,18 @@ type Policy struct {
 	// queue takes the slot over. A holder cut off from the database (a
 	// failover, a restart) may have finished its work and be waiting to
 	// record the outcome; the grace lets it do so once the database is
-	// back, instead of having its slot run a second time. Default 5 s; a
-	// negative value means none.
+	// back, instead of having its slot run a second time. The database
+	// clock runs on while the server is down, so the grace also counts
+	// from the server's start (pg_postmaster_start_time): after a restart,
+	// however long the outage, no lease is taken over before the server
+	// has been up for the grace. A promoted standby's start time is its
+	// own, usually long before its promotion, and a server whose
+	// postmaster survives a crash (a backend killed) keeps its start
+	// time: there the grace counts from the lease's expiry alone, and a
+	// holder waiting to record keeps its slot through an outage shorter
+	// than LeaseTTL less the time since its last renewal (at most
+	// LeaseTTL/3 with KeepAlive), plus the grace: 25 s with the defaults.
+	// Default 5 s; a negative value means none.
 	TakeoverGrace time.Duration
 	// StopBefore is how long before its lease could expire a lease holder
 	// that cannot renew it (the database is unreachable) gives the lease

@@ -10,7 +10,12 @@
 -- once slot_end + lag has passed on the database clock, whatever the
 -- worker's clock says; .lag is the parameter holding the lag in
 -- microseconds. An expired lease is taken over once it has been expired for
--- .grace microseconds (Policy.TakeoverGrace).
+-- .grace microseconds (Policy.TakeoverGrace), and the server up for as
+-- long: the database clock runs on while the server is down, and its
+-- holder, cut off meanwhile, may be waiting to record the outcome of work
+-- it finished. Counted from the expiry alone, an outage longer than the
+-- lease and the grace handed every such slot to the first claim after it,
+-- and the work ran again (TestOutageLeavesLeasesToTheirHolders).
 --
 -- Expired leases are found through slot_acquired_idx, by expiry alone, so
 -- that a claim reads the expired leases, not every lease held, let alone
@@ -48,6 +53,7 @@ expired AS (
     FROM {{.schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
       AND lease_until < now() - {{.grace}} * interval '1 microsecond'
+      AND pg_postmaster_start_time() < now() - {{.grace}} * interval '1 microsecond'
       AND tstzrange($4, $5) @> slot_start
     ORDER BY lease_until
     LIMIT $3

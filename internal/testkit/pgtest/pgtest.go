@@ -347,11 +347,36 @@ func startThrowaway(ctx context.Context, binDir string) (discovery, error) {
 		return discovery{}, err
 	}
 	c, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Dir: dir, Settings: pgcluster.FastSettings})
+	if err == nil {
+		err = waitUp(ctx, c.URL("postgres"), settled)
+	}
 	if err != nil {
+		if c != nil {
+			_ = c.Destroy()
+		}
 		_ = os.RemoveAll(dir)
 		return discovery{}, err
 	}
 	return discovery{url: c.URL("postgres"), cluster: c, dir: dir}, nil
+}
+
+// settled is how long a throwaway server has been up before its tests
+// start: the default takeover grace (acquire's Policy.TakeoverGrace), which
+// counts from the server's start too. Tests that expire a lease and take it
+// over then behave as on a server that has been up for long, whichever
+// runs first.
+const settled = 5 * time.Second
+
+// waitUp waits, on the server's clock, until the server at url has been up
+// for d.
+func waitUp(ctx context.Context, url string, d time.Duration) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SELECT pg_sleep_until(pg_postmaster_start_time() + $1 * interval '1 microsecond')`, d.Microseconds())
+	return err
 }
 
 // FlushStats makes what the pools' connections have done so far visible
