@@ -172,15 +172,24 @@ func (q *Queue) draw(ctx context.Context, part int64, n int) (int64, bool) {
 	ctx, cancel := context.WithTimeout(ctx, frontierTimeout)
 	defer cancel()
 	var first int64
-	err := q.pool.QueryRow(ctx, q.sql.draw, q.name, q.interval, n, part, blockOf(n), end).Scan(&first)
+	var drawn bool
+	_, err := q.write(ctx, func(b *pgx.Batch) {
+		drawn = false
+		b.Queue(q.sql.draw, q.name, q.interval, n, part, blockOf(n), end).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&first)
+			if errors.Is(err, pgx.ErrNoRows) { // the frontier is past the range
+				return nil
+			}
+			drawn = err == nil
+			return err
+		})
+	})
 	if err != nil {
-		if !errors.Is(err, pgx.ErrNoRows) { // no rows: the frontier is past the range
-			q.opts.Logger.Debug("almanac: drawing from the series' frontier failed; searching from this process's own floor",
-				"series", q.name, "interval", q.interval, "error", err)
-		}
+		q.opts.Logger.Debug("almanac: drawing from the series' frontier failed; searching from this process's own floor",
+			"series", q.name, "interval", q.interval, "error", err)
 		return 0, false
 	}
-	return first, true
+	return first, drawn
 }
 
 // afterSearch records what a search for n slots took for the frontier:
@@ -234,7 +243,7 @@ func (q *Queue) lowerFrontier(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, frontierTimeout)
 	defer cancel()
-	if _, err := q.pool.Exec(ctx, q.sql.lower, q.name, q.interval, n, to); err != nil {
+	if _, err := q.write(ctx, func(b *pgx.Batch) { b.Queue(q.sql.lower, q.name, q.interval, n, to) }); err != nil {
 		q.opts.Logger.Debug("almanac: lowering the series' frontier failed", "series", q.name, "interval", q.interval, "error", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/almanacdev/almanac/internal/retry"
 )
@@ -39,6 +40,7 @@ type Lease struct {
 
 	mu       sync.Mutex
 	until    time.Time     // lease deadline on the database clock, as last written
+	at       pgtype.TID    // the address of the row version last written (see CompleteTx); invalid: unknown
 	deadline time.Time     // when this holder stops trusting the lease (local, monotonic)
 	moved    chan struct{} // closed and replaced whenever deadline moves
 	lost     chan struct{}
@@ -80,12 +82,13 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // renewed moves the deadline after a claim or an extension sent at sent
-// committed, with until as the new deadline on the database clock.
-func (l *Lease) renewed(sent, until time.Time) {
+// committed, with until as the new deadline on the database clock and at
+// the address of the row version it wrote.
+func (l *Lease) renewed(sent, until time.Time, at pgtype.TID) {
 	ttl := l.q.opts.LeaseTTL
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.until = until
+	l.until, l.at = until, at
 	if d := sent.Add(ttl - ttl/100 - l.q.opts.StopBefore); d.After(l.deadline) {
 		l.deadline = d
 		close(l.moved)
@@ -334,10 +337,11 @@ func (q *Queue) scanLeases(rows pgx.Rows, sent time.Time) ([]*Lease, error) {
 	var out []*Lease
 	var r slotRow
 	var until time.Time
-	dest := append(r.dest(), &until)
+	var at pgtype.TID
+	dest := append(r.dest(), &until, &at)
 	_, err := pgx.ForEachRow(rows, dest, func() error {
 		l := &Lease{Slot: r.slot(q), q: q, lost: make(chan struct{}), moved: make(chan struct{})}
-		l.renewed(sent, until)
+		l.renewed(sent, until, at)
 		out = append(out, l)
 		return nil
 	})
@@ -415,13 +419,41 @@ func (l *Lease) complete(ctx context.Context) error {
 // the caller's writes and the completion commit together or not at all: the
 // exactly-once path for effects in the same database. On ErrLeaseLost the
 // caller must roll tx back. Calling it before the caller's writes keeps the
-// row locked from then on, so no takeover can land in between.
+// row locked from then on, so no takeover can land in between, and no
+// heartbeat: a heartbeat leaves a row it cannot lock alone.
+//
+// The transaction's isolation level is the caller's. Under READ COMMITTED
+// (PostgreSQL's default) the guard is tested on the row as it is when
+// CompleteTx runs. Under REPEATABLE READ and SERIALIZABLE it is tested on
+// the transaction's snapshot, taken at its first statement: begin tx after
+// the lease was claimed, or CompleteTx finds the slot as it was before and
+// returns ErrLeaseLost, and call CompleteTx first, because a change of the
+// row since the snapshot (a heartbeat as much as a takeover) makes it fail
+// with a serialization failure (SQLSTATE 40001), after which the caller
+// retries its transaction, as serializable transactions must. The
+// completion reads the row by its address, not through an index, so it
+// takes no predicate lock that the completions of other slots conflict
+// with: serializable transactions that complete neighbouring slots fail
+// only for what their own statements read and write.
 func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
-	tag, err := tx.Exec(ctx, l.q.sql.complete, l.guardArgs()...)
-	if err != nil {
-		return fmt.Errorf("acquire: complete: %w", err)
+	var affected int64
+	if at := l.address(); at.Valid {
+		tag, err := tx.Exec(ctx, l.q.sql.completeTx, l.guardArgs(at)...)
+		if err != nil {
+			return fmt.Errorf("acquire: complete: %w", err)
+		}
+		affected = tag.RowsAffected()
 	}
-	if tag.RowsAffected() == 0 {
+	if affected == 0 {
+		// The row has moved since (a checkpoint, a heartbeat whose reply
+		// is on its way), or the lease is lost: by the key.
+		tag, err := tx.Exec(ctx, l.q.sql.complete, l.guardArgs()...)
+		if err != nil {
+			return fmt.Errorf("acquire: complete: %w", err)
+		}
+		affected = tag.RowsAffected()
+	}
+	if affected == 0 {
 		err := fmt.Errorf("acquire: complete %s: %w", l.Slot, ErrLeaseLost)
 		l.markLost(err)
 		return err
@@ -447,7 +479,22 @@ func (l *Lease) Checkpoint(ctx context.Context, data any) error {
 	if saved == nil {
 		return errors.New("acquire: checkpoint: data is nil")
 	}
-	return l.guarded(ctx, "checkpoint", "", l.q.sql.checkpoint, saved)
+	if err := l.guarded(ctx, "checkpoint", "", l.q.sql.checkpoint, saved); err != nil {
+		return err
+	}
+	// The row has moved; the next heartbeat says where to.
+	l.mu.Lock()
+	l.at = pgtype.TID{}
+	l.mu.Unlock()
+	return nil
+}
+
+// address returns the address of the row version the lease last wrote:
+// invalid when unknown.
+func (l *Lease) address() pgtype.TID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.at
 }
 
 // Extend renews the lease for Policy.LeaseTTL from now (database clock).
@@ -527,7 +574,11 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 	for i, l := range leases {
 		starts[i], fences[i] = l.Start, l.Fence
 	}
-	kept := map[time.Time]*time.Time{} // nil: ours, but busy (extend only)
+	type renewal struct {
+		until *time.Time // nil: ours, but busy (extend only)
+		at    pgtype.TID
+	}
+	kept := map[time.Time]renewal{}
 	var sent time.Time
 	uncertain, err := q.write(ctx, func(b *pgx.Batch) {
 		clear(kept)
@@ -538,13 +589,13 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 		}
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			var start time.Time
-			var until *time.Time
+			var r renewal
 			dest := []any{&start}
 			if extend {
-				dest = append(dest, &until)
+				dest = append(dest, &r.until, &r.at)
 			}
 			_, err := pgx.ForEachRow(rows, dest, func() error {
-				kept[start.UTC()] = until
+				kept[start.UTC()] = r
 				return nil
 			})
 			return err
@@ -567,14 +618,14 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 	}
 	var lost []*Lease
 	for _, l := range leases {
-		until, ok := kept[l.Start.UTC()]
+		r, ok := kept[l.Start.UTC()]
 		switch {
 		case !ok && !done[l]:
 			l.markLost(fmt.Errorf("acquire: %s %s: %w", what, l.Slot, ErrLeaseLost))
 			lost = append(lost, l)
 		case extend:
-			if until != nil {
-				l.renewed(sent, *until)
+			if r.until != nil {
+				l.renewed(sent, *r.until, r.at)
 			}
 		default:
 			l.finish()

@@ -22,7 +22,11 @@ const settings = `SELECT set_config('statement_timeout', '0', true), set_config(
 // transaction, begun, configured and committed in the same round trip, and
 // repeats it after a transient fault (a lost connection, a serialization
 // failure, a deadlock) until it succeeds or ctx ends. build is called again
-// for every attempt, so it must reset whatever its callbacks collect.
+// for every attempt, so it must reset whatever its callbacks collect. Every
+// statement of the queue's own goes through it (the reads that decide a
+// write too), so that none runs at the isolation level a role defaults to:
+// under SERIALIZABLE, draws from the series' frontier that met on its row
+// failed with 40001.
 //
 // uncertain reports that an attempt failed after its COMMIT may have been
 // processed (the connection was lost mid-way): a repeated guarded write then
@@ -83,15 +87,13 @@ func (q *Queue) landed(ctx context.Context, ls []*Lease, status string) (map[*Le
 		starts[i], fences[i] = l.Start, l.Fence
 	}
 	found := map[time.Time]bool{}
-	err := retry.Do(ctx, func(ctx context.Context) error {
+	_, err := q.write(ctx, func(b *pgx.Batch) {
 		clear(found)
-		rows, err := q.pool.Query(ctx, q.sql.landed, q.name, q.interval, starts, fences, status)
-		if err != nil {
+		b.Queue(q.sql.landed, q.name, q.interval, starts, fences, status).Query(func(rows pgx.Rows) error {
+			var start time.Time
+			_, err := pgx.ForEachRow(rows, []any{&start}, func() error { found[start.UTC()] = true; return nil })
 			return err
-		}
-		var start time.Time
-		_, err = pgx.ForEachRow(rows, []any{&start}, func() error { found[start.UTC()] = true; return nil })
-		return err
+		})
 	})
 	if err != nil {
 		return nil, err

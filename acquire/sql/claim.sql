@@ -4,7 +4,8 @@
 -- searched for AVAILABLE slots. A claim records no event (the slot row
 -- shows its holder), except for an expired lease it takes over: the run
 -- that lost it. The update takes the rows just locked by their addresses
--- (see lockedRows).
+-- (see lockedRows), and returns the addresses of the versions it wrote
+-- (see complete_tx).
 WITH {{template "candidates" set . "lag" "$8" "grace" "$9" "lo" "$10" "hi" "$11"}},
 claimed AS (
 UPDATE {{.schema}}.slot AS s SET
@@ -14,7 +15,7 @@ UPDATE {{.schema}}.slot AS s SET
 FROM picked
 WHERE {{lockedRows "picked"}}
 RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, picked.took_over, s.fence, s.generation, s.lease_until,
-    picked.held_owner, picked.held_fence, picked.attempts AS held_attempts
+    s.ctid, picked.held_owner, picked.held_fence, picked.attempts AS held_attempts
 ),
 taken AS (
 {{template "logEvent" .}}
@@ -22,4 +23,4 @@ SELECT clock_timestamp(), $1, $2, c.slot_start, 'taken_over', c.generation, c.he
     format('lease expired; taken over by %s with fence %s', $6, c.fence)
 FROM claimed AS c WHERE c.took_over
 )
-SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until FROM claimed
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until, ctid FROM claimed

@@ -2,7 +2,5 @@
 -- guard). A completion is recorded on the row (completed_at,
 -- completed_by), not as a history event: a re-open moves it into its own
 -- event (see migration 004 and the slot_history view).
-UPDATE {{.schema}}.slot SET
-    status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
-    message = NULL, completed_at = clock_timestamp(), completed_by = $4, updated_at = clock_timestamp()
+UPDATE {{.schema}}.slot SET {{template "completed" .}}
 WHERE {{template "guard" .}}

@@ -17,7 +17,7 @@ UPDATE {{.schema}}.slot AS s SET
 FROM target AS t
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
 RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, t.took_over, s.fence, s.generation, s.lease_until,
-    t.held_owner, t.held_fence, t.held_attempts
+    s.ctid, t.held_owner, t.held_fence, t.held_attempts
 ),
 ejected AS (
 {{template "logEvent" .}}
@@ -25,4 +25,4 @@ SELECT clock_timestamp(), $1, $2, c.slot_start, 'ejected', c.generation, c.held_
     format('ejected by %s with fence %s', $4, c.fence)
 FROM claimed AS c WHERE c.took_over
 )
-SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until FROM claimed
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until, ctid FROM claimed

@@ -3,8 +3,9 @@
 -- another transaction has locked (a locked-mode worker taking an expired
 -- lease over holds it for a whole job), or every other lease of the holder
 -- would expire meanwhile. So it extends the rows it can lock now and
--- reports, for each lease still ours, the new deadline or NULL when the row
--- was busy; a lease missing from the result is lost. The update takes the
+-- reports, for each lease still ours, the new deadline and the address of
+-- the version written (see complete_tx), or NULLs when the row was busy; a
+-- lease missing from the result is lost. The update takes the
 -- rows free has found by the list and locked, by their addresses (see
 -- lockedRows). The busy ones are those of ours not extended, found by a
 -- membership test (startsOf), not a join: planned for a list of ten (a
@@ -20,8 +21,8 @@ WITH ours AS (
     UPDATE {{.schema}}.slot AS s SET lease_until = clock_timestamp() + $6 * interval '1 microsecond'
     FROM free
     WHERE {{lockedRows "free"}}
-    RETURNING s.slot_start, s.lease_until
+    RETURNING s.slot_start, s.lease_until, s.ctid
 )
-SELECT e.slot_start, e.lease_until FROM extended e
+SELECT e.slot_start, e.lease_until, e.ctid FROM extended e
 UNION ALL
-SELECT o.slot_start, NULL FROM ours o WHERE NOT (o.slot_start <@ {{startsOf "extended"}})
+SELECT o.slot_start, NULL, NULL FROM ours o WHERE NOT (o.slot_start <@ {{startsOf "extended"}})

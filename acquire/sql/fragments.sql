@@ -77,6 +77,12 @@ picked AS (
 )
 {{- end}}
 
+{{define "completed"}}
+-- completed is what a completion of the lease of owner $4 writes.
+status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
+    message = NULL, completed_at = clock_timestamp(), completed_by = $4, updated_at = clock_timestamp()
+{{- end}}
+
 {{define "guard"}}
 -- guard is the fencing condition of every lease write: the slot is still
 -- ours ($4 the owner), with the token we were given ($5), $3 its start.
