@@ -47,7 +47,8 @@ type Handler = acquire.Handler
 // LeaseHandler does the work of one slot in lease mode. It returns what a
 // Handler returns: nil to complete the slot (or it completes the slot
 // itself with Lease.CompleteTx inside its own transaction, to commit its
-// writes with the completion), Skip, Snooze or an error. Its context is
+// writes with the completion; if that transaction did not commit, the
+// slot's failure says so), Skip, Snooze or an error. Its context is
 // cancelled when the lease is lost or the client stops; the lease is then
 // released with its checkpoint.
 type LeaseHandler = acquire.LeaseHandler

@@ -229,6 +229,9 @@ func (e *engine) runLease(ctx context.Context, j *job, l *acquire.Lease, claimSt
 		werr = l.Release(rctx)
 	default:
 		res.Outcome, res.Delay, werr = l.Finish(rctx, err)
+		if err == nil && (res.Outcome == acquire.Failed || res.Outcome == acquire.Parked) {
+			res.Err = errCompleteTxNotCommitted
+		}
 	}
 	if werr != nil {
 		if res.Outcome != acquire.Abandoned {
@@ -238,6 +241,11 @@ func (e *engine) runLease(ctx context.Context, j *job, l *acquire.Lease, claimSt
 	}
 	return res
 }
+
+// errCompleteTxNotCommitted is the failure of a lease handler that returned
+// nil after Lease.CompleteTx in a transaction that did not commit: the only
+// way a nil return is recorded as a failure (Lease.Finish).
+var errCompleteTxNotCommitted = errors.New("the handler returned nil, but the transaction it called CompleteTx in did not commit")
 
 func callLeaseHandler(ctx context.Context, h LeaseHandler, l *acquire.Lease) (err error) {
 	defer func() {

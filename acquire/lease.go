@@ -19,7 +19,8 @@ import (
 
 // LeaseHandler does the work of one slot in lease mode. It returns what a
 // Handler returns: nil to complete the slot (unless it completed it itself,
-// with Lease.CompleteTx, to commit its own writes with the completion),
+// with Lease.CompleteTx, to commit its own writes with the completion: if
+// that transaction did not commit, a failure is recorded that says so),
 // Skip or Snooze, or an error to record a failure (see Lease.Finish). Its
 // context should be the lease's (Lease.Context), cancelled when the lease
 // is lost; the scheduler of the root package also cancels it on shutdown,
@@ -46,12 +47,15 @@ type Lease struct {
 	lost     chan struct{}
 	lostErr  error // why the lease was lost; set before lost is closed
 	lostOnce sync.Once
-	finished atomic.Bool
+	finished atomic.Bool // a final write of the lease's own committed: Finish or Release
+	// inTx: CompleteTx completed the slot in the caller's transaction,
+	// which may yet roll back or never commit (see Finish).
+	inTx atomic.Bool
 }
 
-// isFinished reports whether a final write succeeded on this lease: Finish,
-// CompleteTx (whose transaction may still roll back) or Release.
-func (l *Lease) isFinished() bool { return l.finished.Load() }
+// isFinished reports whether a final write succeeded on this lease: Finish
+// or Release, or CompleteTx, whose transaction may yet roll back.
+func (l *Lease) isFinished() bool { return l.finished.Load() || l.inTx.Load() }
 
 // Until returns the lease deadline (database clock) as last written by a
 // claim or an extension.
@@ -352,8 +356,11 @@ func (q *Queue) scanLeases(rows pgx.Rows, sent time.Time) ([]*Lease, error) {
 // does in locked mode:
 //
 //   - nil completes the slot, unless a final write already succeeded on the
-//     lease (CompleteTx inside the handler's own transaction, or an earlier
-//     Finish or Release): then it writes nothing;
+//     lease (an earlier Finish or Release): then it writes nothing. After
+//     CompleteTx it checks that the transaction CompleteTx was called in
+//     committed; if it did not (it rolled back, its COMMIT failed, or it was
+//     left open), it records a failure saying so, which counts toward
+//     MaxAttempts, and returns Failed or Parked;
 //   - the error of Skip marks it SKIP with the reason;
 //   - the error of Snooze gives it back for that long, with its data as the
 //     checkpoint, not counted as a failure;
@@ -363,18 +370,29 @@ func (q *Queue) scanLeases(rows pgx.Rows, sent time.Time) ([]*Lease, error) {
 //     restarting server) is not held against the slot: it is tried again in
 //     a second, its fail_count unchanged (Snoozed).
 //
-// It returns the outcome recorded and, for Snoozed and Failed, the delay
-// before the slot is acquirable again. Like every final write of a Lease,
-// it is repeated across lost connections until it is known to have
-// committed, or ctx ends: a write whose acknowledgment was lost is
-// recognised, not reported as a lost lease. It returns an error wrapping
-// ErrLeaseLost, and changes nothing, when the slot is no longer this
-// holder's.
+// After CompleteTx, whatever err is, a slot that transaction completed is
+// Completed. Finish returns the outcome recorded and, for Snoozed and
+// Failed, the delay before the slot is acquirable again. Like every final
+// write of a Lease, it is repeated across lost connections until it is
+// known to have committed, or ctx ends: a write whose acknowledgment was
+// lost is recognised, not reported as a lost lease. It returns an error
+// wrapping ErrLeaseLost, and changes nothing, when the slot is no longer
+// this holder's.
 func (l *Lease) Finish(ctx context.Context, err error) (Outcome, time.Duration, error) {
+	if l.inTx.Load() {
+		switch done, cerr := l.completedInTx(ctx); {
+		case cerr != nil:
+			return Completed, 0, cerr
+		case done:
+			return Completed, 0, nil
+		case err == nil && !l.finished.Load():
+			err = errTxNotCommitted
+		}
+	}
 	outcome, delay, _ := l.q.classify(l.Slot, err)
 	switch {
 	case outcome == Completed:
-		if l.isFinished() {
+		if l.finished.Load() {
 			return Completed, 0, nil
 		}
 		return Completed, 0, l.complete(ctx)
@@ -459,8 +477,28 @@ func (l *Lease) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	// Still tracked: tx may yet roll back, and the lease be worked on.
-	l.finished.Store(true)
+	l.inTx.Store(true)
 	return nil
+}
+
+// errTxNotCommitted is the failure Finish records for a lease whose
+// handler called CompleteTx and returned nil, when that transaction did not
+// commit: without it, the slot stayed ACQUIRED until its lease expired and
+// was taken over, again and again, with nothing recorded and no attempt
+// counted toward MaxAttempts.
+var errTxNotCommitted = errors.New("CompleteTx was called but its transaction did not commit")
+
+// completedInTx reports whether the completion CompleteTx wrote committed:
+// the slot is COMPLETE with this lease's token.
+func (l *Lease) completedInTx(ctx context.Context) (bool, error) {
+	done, err := l.q.landed(ctx, []*Lease{l}, statusComplete)
+	if err != nil {
+		return false, fmt.Errorf("acquire: complete %s: checking the transaction CompleteTx was called in: %w", l.Slot, err)
+	}
+	if done[l] {
+		l.finish()
+	}
+	return done[l], nil
 }
 
 // Release gives the slot back as AVAILABLE at once, keeping its checkpoint:
@@ -520,12 +558,21 @@ func (l *Lease) guardArgs(extra ...any) []any {
 // this lease's token, and that is success.
 func (l *Lease) guarded(ctx context.Context, what, status, sql string, extra ...any) error {
 	var affected int64
+	afterTx := l.inTx.Load()
 	uncertain, err := l.q.write(ctx, func(b *pgx.Batch) {
+		if afterTx {
+			// The transaction CompleteTx was called in may hold the row, and
+			// a handler may have left it open: not worth waiting for long.
+			b.Queue(shortLockWait)
+		}
 		b.Queue(sql, l.guardArgs(extra...)...).Exec(func(tag pgconn.CommandTag) error {
 			affected = tag.RowsAffected()
 			return nil
 		})
 	})
+	if pgErr := (*pgconn.PgError)(nil); afterTx && errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+		return fmt.Errorf("acquire: %s %s: the transaction CompleteTx was called in still holds the slot's row (was it left open?): %w", what, l.Slot, err)
+	}
 	if err != nil {
 		return fmt.Errorf("acquire: %s %s: %w", what, l.Slot, err)
 	}
@@ -610,10 +657,19 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 			missing = append(missing, l)
 		}
 	}
+	// Missing, but maybe completed by this holder: by this write, whose
+	// acknowledgment was lost, or, for a heartbeat, by CompleteTx in a
+	// transaction that has committed since.
+	var check []*Lease
+	for _, l := range missing {
+		if !extend && uncertain || extend && l.inTx.Load() {
+			check = append(check, l)
+		}
+	}
 	done := map[*Lease]bool{}
-	if uncertain && !extend && len(missing) > 0 {
-		if done, err = q.landed(ctx, missing, statusComplete); err != nil {
-			return nil, fmt.Errorf("acquire: %s: checking a write whose connection was lost: %w", what, err)
+	if len(check) > 0 {
+		if done, err = q.landed(ctx, check, statusComplete); err != nil {
+			return nil, fmt.Errorf("acquire: %s: checking the slots it did not find: %w", what, err)
 		}
 	}
 	var lost []*Lease
@@ -623,6 +679,8 @@ func (q *Queue) many(ctx context.Context, what, sql string, leases []*Lease, ext
 		case !ok && !done[l]:
 			l.markLost(fmt.Errorf("acquire: %s %s: %w", what, l.Slot, ErrLeaseLost))
 			lost = append(lost, l)
+		case !ok:
+			l.finish()
 		case extend:
 			if r.until != nil {
 				l.renewed(sent, *r.until, r.at)

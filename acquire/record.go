@@ -130,7 +130,7 @@ func (q *Queue) recordOutOfBand(ctx context.Context, results []Result, cause err
 		_, failCount, message, delay, _, _ := outcomeColumns(r)
 		var affected int64
 		_, werr := q.write(ctx, func(b *pgx.Batch) {
-			b.Queue(`SELECT set_config('lock_timeout', '2s', true)`)
+			b.Queue(shortLockWait)
 			b.Queue(q.sql.failOutOfBand, q.name, q.interval, r.Slot.Start, r.Slot.heldFence, r.Slot.Fence,
 				r.Slot.Attempt, failCount, message, delay, q.opts.Owner).Exec(func(tag pgconn.CommandTag) error {
 				affected = tag.RowsAffected()

@@ -18,6 +18,12 @@ import (
 const settings = `SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true),
     set_config('idle_in_transaction_session_timeout', '0', true), set_config('almanac.engine', 'on', true)`
 
+// shortLockWait bounds, for the rest of its transaction, how long a write
+// waits for a row another transaction holds: for the writes that may meet
+// a transaction that is slow to end (a dead locked-mode backend) or never
+// ends (one a handler left open).
+const shortLockWait = `SELECT set_config('lock_timeout', '2s', true)`
+
 // write runs the statements queued by build in one READ COMMITTED
 // transaction, begun, configured and committed in the same round trip, and
 // repeats it after a transient fault (a lost connection, a serialization
