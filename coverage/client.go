@@ -220,9 +220,9 @@ func (c *Client) lockSeries(ctx context.Context, tx pgx.Tx) error {
 // generic plan. A generic plan made while the table was empty (a new
 // schema, or one truncated and vacuumed) scans the whole table for every
 // range, for as long as the connection lives or until the table is next
-// analyzed: materializing 10M slots took 77 s that way instead of about
-// 25 s, each chunk re-counting a table that grew by the chunk. Planning a
-// range read costs well under a millisecond.
+// analyzed, so that each chunk of a materialization re-counts a table
+// that grew by the chunk (docs/design/plan-stable-sql.md, rule 1).
+// Planning a range read costs well under a millisecond.
 func planned(args ...any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }

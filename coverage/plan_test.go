@@ -61,9 +61,9 @@ func TestRangeReadsPlannedPerCall(t *testing.T) {
 // planner knows nothing of them: a series loaded by plain SQL before any
 // ANALYZE, and slots inserted in the operation's own transaction after an
 // ANALYZE that saw none (as a re-open restores compacted slots before it
-// re-opens them). Both estimate every range of the series at one row;
-// before, a join of the rows locked with the rows read ran as a nested
-// loop over both, and a re-open of 50,000 restored slots took 3 min 34 s.
+// re-opens them). Both estimate every range of the series at one row, and
+// a join of the rows locked with the rows read would run as a nested loop
+// over both (docs/design/plan-stable-sql.md, rule 6).
 // Each statement runs under EXPLAIN ANALYZE, with custom and generic
 // plans, in a transaction rolled back, and the rows every node of its plan
 // produced or filtered out, over all its loops, are summed.
