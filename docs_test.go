@@ -102,6 +102,17 @@ func TestDocLinkCheckerSeesBrokenLinks(t *testing.T) {
 	require.Equal(t, "docs/a.md#b", mdLink.FindStringSubmatch(`see [a](docs/a.md#b "title")`)[1])
 }
 
+// TestFrontPagesStayShort holds the README and BENCHMARKS.md to the sizes
+// a newcomer reads through (issue 36): the details belong in docs/, the
+// history in CHANGELOG.md and docs/design.
+func TestFrontPagesStayShort(t *testing.T) {
+	for file, most := range map[string]int{"README.md": 200, "BENCHMARKS.md": 300} {
+		page, err := os.ReadFile(file)
+		require.NoError(t, err)
+		require.LessOrEqual(t, bytes.Count(page, []byte("\n")), most, "%s has more than %d lines", file, most)
+	}
+}
+
 // markdownFiles lists the repository's Markdown files, leaving out hidden
 // directories and test data.
 func markdownFiles(t *testing.T) []string {
