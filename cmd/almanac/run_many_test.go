@@ -217,6 +217,14 @@ if [ "$ALMANAC_SERIES" = stuck ]; then touch "`+dir+`/stuck"; sleep 60; fi
 	require.Contains(t, final["msg"], "left unfinished")
 	require.Equal(t, 1.0, final["exit_code"])
 
+	// A refusal is a record too.
+	r := cli(t, "--schema", schema, "--log-format", "json", "run", "--all", "--tz", "UTC", "--interval", "PT1M", "--", "true")
+	require.Equal(t, 2, r.code, r.stderr)
+	refusal := parse("stderr", r.stderr)
+	require.Len(t, refusal, 1)
+	require.Equal(t, 2.0, refusal[0]["exit_code"])
+	require.Contains(t, refusal[0]["msg"], "--tz and --origin")
+
 	// A stop: the signal notices are records.
 	q := start(t, bin, "--schema", schema, "--log-format", "json", "run", "stuck", "--interval", "PT1M", "--grace", "1s",
 		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "--", job)
