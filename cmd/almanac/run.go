@@ -127,7 +127,7 @@ a key ending in _s ("timeout_s": 3600).`,
   almanac run backfill --interval P1D --from 2026-01-01 --to 2026-01-08 --once --workers 4 --timeout PT10M -- python3 fill.py
   almanac run sensor_report --interval PT5M --http 127.0.0.1:0 --log-format json --log-level debug -- ./report.sh
   almanac run eu_report us_report --interval P1D -- ./report.sh
-  almanac run --like 'tenant\_%' --interval PT1H --workers 8 -- ./rollup.sh
+  almanac run --like 'tenant\_%' --interval PT1H --workers 8 -- ./report.sh
   almanac run --all --interval P1D --once -- ./report.sh`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
@@ -391,9 +391,14 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, names []string, program
 		}
 		defer stop()
 	}
-	logger.Info("almanac: sidecar starting", "selection", describe, "series", len(set), "interval", iv.String(), "workers", f.workers,
-		"timeout", timeout, "once", f.once, "command", program)
-	defer logger.Info("almanac: sidecar stopped", "selection", describe, "interval", iv.String())
+	// One series is named by "series", as before there were many.
+	which := []any{"selection", describe}
+	if len(names) == 1 {
+		which = []any{"series", names[0]}
+	}
+	logger.Info("almanac: sidecar starting", append(which, "series_count", len(set), "interval", iv.String(), "workers", f.workers,
+		"timeout", timeout, "once", f.once, "command", program)...)
+	defer logger.Info("almanac: sidecar stopped", append(which, "interval", iv.String())...)
 	signalLog.Store(nilUnlessJSON(a, logger))
 	if f.once {
 		return a.runOnce(ctx, c, sc, set, logger)

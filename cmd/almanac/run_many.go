@@ -162,7 +162,7 @@ func (s *sidecar) apply(ctx context.Context, set map[string]almanac.Series) erro
 	if len(set) == 0 {
 		s.log.Warn("almanac: no series to serve; waiting for one to match", "selection", s.describe, "interval", s.iv.String())
 	}
-	s.log.Info("almanac: serving series", "selection", s.describe, "interval", s.iv.String(), "series", len(set),
+	s.log.Info("almanac: serving series", "selection", s.describe, "interval", s.iv.String(), "series_count", len(set),
 		"added", shortList(added), "removed", shortList(removed))
 	return nil
 }
@@ -192,13 +192,17 @@ func shortList(names []string) string {
 // and on SIGHUP, then stops: running commands get --grace to finish, then
 // they are stopped and their slots released for another process.
 func (s *sidecar) serve(ctx context.Context, set map[string]almanac.Series, refresh time.Duration) error {
+	// SIGHUP is caught before anything is served: its default would end
+	// the process.
+	hup := make(chan os.Signal, 1)
+	if s.like != nil {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	if err := s.apply(ctx, set); err != nil {
 		return err
 	}
 	if s.like != nil {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
 		tick := time.NewTicker(refresh)
 		defer tick.Stop()
 	follow:

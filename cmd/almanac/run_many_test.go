@@ -156,7 +156,7 @@ func TestRunThousandSeries(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, p.wait(t, time.Minute), "stderr: %.3000s", p.stderr)
 	require.Equal(t, n, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot`))
-	require.Contains(t, p.stderr.String(), fmt.Sprintf("series=%d", n))
+	require.Contains(t, p.stderr.String(), fmt.Sprintf("series_count=%d", n))
 }
 
 // TestRunJSONEveryLine: with --log-format json every line almanac run
