@@ -3,16 +3,25 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/telemetry"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // ranLines reads the lines a job script appended to path, sorted.
@@ -264,4 +273,95 @@ func TestLikeMatcher(t *testing.T) {
 	}
 	_, err := likeMatcher(`tenant\`)
 	require.ErrorContains(t, err, `ends with the escape character`)
+}
+
+// TestRunLikeHTTP: a --like sidecar that matches nothing yet is alive but
+// not ready; once a series matches it is ready, and across a change of the
+// set its /metrics count the slots of every series once.
+func TestRunLikeHTTP(t *testing.T) {
+	t.Parallel() // its own schema and processes
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	p := start(t, bin, "--schema", schema, "run", "--like", `web\_%`, "--interval", "PT1M", "--refresh", "200ms", "--http", "127.0.0.1:0",
+		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:02:00Z", "--", "true")
+	var base string
+	waitFor(t, "the HTTP server", time.Minute, func() bool {
+		m := serving.FindStringSubmatch(p.stderrSoFar())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	})
+	code, _ := get(t, base+"/healthz")
+	require.Equal(t, 200, code)
+	code, body := get(t, base+"/readyz")
+	require.Equal(t, 503, code, body)
+	require.Contains(t, body, `no series to serve (--like web\_%, interval PT1M)`)
+
+	complete := func(name string) int {
+		return dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' AND name = $1`, name)
+	}
+	for _, name := range []string{"web_a", "web_b"} {
+		requireOK(t, cli(t, "--schema", schema, "series", "add", name, "--interval", "PT1M"))
+		waitFor(t, name+"'s slots", 30*time.Second, func() bool { return complete(name) == 2 })
+		code, body = get(t, base+"/readyz")
+		require.Equal(t, 200, code, body)
+	}
+	waitFor(t, "the outcomes to be counted", time.Minute, func() bool {
+		_, body = get(t, base+"/metrics")
+		return countedTwice("web_a").MatchString(body) && countedTwice("web_b").MatchString(body)
+	})
+	require.Equal(t, 1, strings.Count(body, `almanac_slots_open{almanac_series="web_b"`), "one gauge per series:\n%s", body)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.wait(t, time.Minute), "stderr: %s", p.stderr)
+}
+
+// countedTwice matches the completed counter of series at 2.
+func countedTwice(series string) *regexp.Regexp {
+	return regexp.MustCompile(`almanac_slots_completed_total\{[^}]*almanac_series="` + series + `"[^}]*\} 2\n`)
+}
+
+// TestWorkerMetersDropTheOpenGauges: a client on workerMeters registers no
+// open-slot gauges (the base client has them, once), where a client on the
+// provider itself registers them again (TestRunLikeHTTP checks the
+// counters still pass).
+func TestWorkerMetersDropTheOpenGauges(t *testing.T) {
+	t.Parallel() // its own schema
+	schema := migrated(t)
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "gauged", "--interval", "PT1M"))
+	names := func(wrapped bool) map[string]bool {
+		t.Helper()
+		reader := sdkmetric.NewManualReader()
+		provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		var mp metric.MeterProvider = provider
+		if wrapped {
+			mp = workerMeters{provider}
+		}
+		c, err := almanac.New(pgtest.Pool(t), almanac.Options{Schema: schema, MeterProvider: mp})
+		require.NoError(t, err)
+		_, err = c.Materialize(context.Background(), mustSeries(t, c, "gauged"), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC), almanac.WriteOptions{})
+		require.NoError(t, err)
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		seen := map[string]bool{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				seen[m.Name] = true
+			}
+		}
+		return seen
+	}
+	direct := names(false)
+	require.True(t, direct[telemetry.SlotsOpen], "%v", direct)
+	worker := names(true)
+	require.False(t, worker[telemetry.SlotsOpen], "%v", worker)
+	require.False(t, worker[telemetry.OldestOpenAge], "%v", worker)
+}
+
+func mustSeries(t *testing.T, c *almanac.Client, name string) almanac.Series {
+	t.Helper()
+	info, err := c.LookupSeries(context.Background(), name, "PT1M")
+	require.NoError(t, err)
+	return info.Series
 }
