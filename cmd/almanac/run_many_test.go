@@ -22,6 +22,7 @@ import (
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/telemetry"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
+	"github.com/almanacdev/almanac/internal/testkit/proc"
 )
 
 // ranLines reads the lines a job script appended to path, sorted.
@@ -364,4 +365,30 @@ func mustSeries(t *testing.T, c *almanac.Client, name string) almanac.Series {
 	info, err := c.LookupSeries(context.Background(), name, "PT1M")
 	require.NoError(t, err)
 	return info.Series
+}
+
+// TestRunLikeStopAfterChange: SIGTERM while a command of a replaced set
+// still runs: it gets --grace like any other, then it is stopped and its
+// slot released, not failed.
+func TestRunLikeStopAfterChange(t *testing.T) {
+	t.Parallel() // its own schema and processes
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "tenant_a", "--interval", "PT1M"))
+	dir := t.TempDir()
+	job := script(t, `[ "$ALMANAC_SERIES" != tenant_a ] || { echo $$ > "`+dir+`/pid"; sleep 60; }`)
+	p := start(t, bin, "--schema", schema, "run", "--like", `tenant\_%`, "--interval", "PT1M", "--refresh", "200ms", "--grace", "1s",
+		"--workers", "2", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "--", job)
+	childPID := readPIDs(t, dir+"/pid")[0]
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "tenant_b", "--interval", "PT1M"))
+	waitFor(t, "tenant_b to be served", 30*time.Second, func() bool {
+		return dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' AND name = 'tenant_b'`) == 1
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	began := time.Now()
+	require.Equal(t, 0, p.wait(t, 30*time.Second), "stderr: %s", p.stderr)
+	require.Less(t, time.Since(began), 10*time.Second, "--grace, not the command's --timeout")
+	require.NoError(t, proc.WaitExit(childPID, 5*time.Second), "the command is stopped")
+	require.Equal(t, 1, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot
+		WHERE name = 'tenant_a' AND status = 'AVAILABLE' AND owner IS NULL AND fail_count = 0`), "released, not failed")
 }
