@@ -294,6 +294,17 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, names []string, program
 			return usageError(fmt.Errorf("--tz: %w", err))
 		}
 	}
+	if f.from != "" || f.to != "" {
+		// Checked again in each series' zone; this catches a bad range
+		// before any series is known (--like with no match yet).
+		utc, err := slot.NewSeries("range", iv, time.UTC, time.Time{})
+		if err != nil {
+			return usageError(fmt.Errorf("--interval: %w", err))
+		}
+		if _, _, err := runRange(utc, f); err != nil {
+			return err
+		}
+	}
 	command := almanac.Command{
 		Path: program, Args: args, Env: f.env, EnvAll: f.envAll, SkipExitCode: f.skipExit, Timeout: timeout, Grace: grace,
 		Stdout: a.stdout, Stderr: a.stderr,
