@@ -29,13 +29,12 @@ type runFlags struct {
 	workers, maxAttempts, skipExit int
 	env, series                    []string
 	envAll, once, all              bool
-	like                           string
-	refresh                        time.Duration
+	like, refresh                  string
 }
 
 // defaultRefresh is --refresh's default: a series added to the table is
 // served within a minute, at one statement a minute.
-const defaultRefresh = time.Minute
+const defaultRefresh = "1m"
 
 // defaultTimeout is --timeout's default: long enough for the hourly and
 // daily jobs a sidecar runs, short enough that a hung command (a network
@@ -68,9 +67,9 @@ CMD is checked before anything is written: a command that is not found, not
 executable or a directory is refused (exit 2). It gets a minimal environment,
 never the database URL or its password: PATH, HOME, USER, LOGNAME, SHELL,
 LANG, TZ, TMPDIR, the LC_* variables, and the slot in ALMANAC_SERIES (the
-series name, also in ALMANAC_NAME), ALMANAC_INTERVAL, ALMANAC_SLOT, ALMANAC_SLOT_START, ALMANAC_SLOT_END,
-ALMANAC_ATTEMPT, ALMANAC_GENERATION, ALMANAC_FENCE, ALMANAC_KEY (once per
-slot) and ALMANAC_COMPUTATION_KEY (once per computation: it changes when the
+series name, also in ALMANAC_NAME), ALMANAC_INTERVAL, ALMANAC_SLOT,
+ALMANAC_SLOT_START, ALMANAC_SLOT_END, ALMANAC_ATTEMPT, ALMANAC_GENERATION,
+ALMANAC_FENCE, ALMANAC_KEY (once per slot) and ALMANAC_COMPUTATION_KEY (once per computation: it changes when the
 slot is re-opened, and ALMANAC_ATTEMPT starts again at 1). --env NAME passes
 one more variable of almanac's environment (if set), --env NAME=value sets
 one, and --env-all passes everything but the variables that hold database
@@ -163,7 +162,7 @@ a key ending in _s ("timeout_s": 3600).`,
 	fl.StringArrayVar(&f.series, "series", nil, "a series to serve, besides the NAMEs given (repeatable)")
 	fl.StringVar(&f.like, "like", "", "serve the registered series of --interval whose name matches this SQL LIKE pattern, e.g. 'tenant\\_%', followed as the table changes")
 	fl.BoolVar(&f.all, "all", false, "serve every registered series of --interval, followed as the table changes")
-	fl.DurationVar(&f.refresh, "refresh", defaultRefresh, "how often --like and --all read the series table again (also on SIGHUP)")
+	fl.StringVar(&f.refresh, "refresh", defaultRefresh, "how often --like and --all read the series table again (also on SIGHUP)")
 	return cmd
 }
 
@@ -235,9 +234,6 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, names []string, program
 			return err
 		}
 	}
-	if f.refresh <= 0 {
-		return usagef("--refresh %s: expected a positive duration such as 1m", f.refresh)
-	}
 	if f.interval == "" {
 		return usagef("--interval is required, e.g. --interval PT5M")
 	}
@@ -245,14 +241,17 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, names []string, program
 	if err != nil {
 		return usageError(fmt.Errorf("--interval: %w", err))
 	}
-	var lag, timeout, leaseTTL, grace time.Duration
+	var lag, timeout, leaseTTL, grace, refresh time.Duration
 	for _, d := range []struct {
 		flag, text string
 		into       *time.Duration
-	}{{"lag", f.lag, &lag}, {"timeout", f.timeout, &timeout}, {"lease-ttl", f.leaseTTL, &leaseTTL}, {"grace", f.grace, &grace}} {
+	}{{"lag", f.lag, &lag}, {"timeout", f.timeout, &timeout}, {"lease-ttl", f.leaseTTL, &leaseTTL}, {"grace", f.grace, &grace}, {"refresh", f.refresh, &refresh}} {
 		if *d.into, err = parseDuration(d.flag, d.text); err != nil {
 			return err
 		}
+	}
+	if refresh <= 0 {
+		return usagef("--refresh %q: expected a positive duration such as 1m", f.refresh)
 	}
 	if leaseTTL < time.Second {
 		return usagef("--lease-ttl %q: expected at least 1s", f.leaseTTL)
@@ -431,7 +430,7 @@ func (a *app) runSidecar(cmd *cobra.Command, f runFlags, names []string, program
 	if a.meters != nil {
 		sc.opts.MeterProvider = workerMeters{a.meters}
 	}
-	return sc.serve(ctx, set, f.refresh)
+	return sc.serve(ctx, set, refresh)
 }
 
 // nilUnlessJSON is logger with --log-format json, else nil.

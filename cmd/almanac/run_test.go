@@ -175,7 +175,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "x", "--series", "x", "--interval", "PT5M", "--", "true"}, "given twice"},
 		{[]string{"run", "--like", `x\`, "--interval", "PT5M", "--", "true"}, "ends with the escape character"},
 		{[]string{"run", "--all", "--tz", "UTC", "--interval", "PT5M", "--", "true"}, "--tz and --origin"},
-		{[]string{"run", "--all", "--refresh", "0s", "--interval", "PT5M", "--", "true"}, "--refresh 0s"},
+		{[]string{"run", "--all", "--refresh", "0s", "--interval", "PT5M", "--", "true"}, `--refresh "0s"`},
 		{[]string{"run", "--all", "--", "true"}, "--interval is required"},
 		{[]string{"run", "--like", "nothing%", "--interval", "PT5M", "--from", "2026-02-01", "--to", "2026-01-01", "--", "true"}, "is after --to"},
 		{[]string{"run", "--series", "", "--interval", "PT5M", "--", "true"}, "name"},
