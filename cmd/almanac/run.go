@@ -129,6 +129,8 @@ a key ending in _s ("timeout_s": 3600).`,
   almanac run --like 'tenant\_%' --interval PT1H --workers 8 -- ./report.sh
   almanac run --all --interval P1D --once -- ./report.sh`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			// With --log-format json, even this refusal is a record.
+			a.logs = true
 			dash := cmd.ArgsLenAtDash()
 			if dash < 0 || len(args) <= dash {
 				return usagef("%s", runExpects)

@@ -73,6 +73,29 @@ func TestRunManySeriesOnce(t *testing.T) {
 	require.Equal(t, 0, dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE "interval" = 'PT5M'`), "another interval")
 }
 
+// TestRunManySeriesNamed: a sidecar (not --once) serves the three series
+// named; each command sees its own in ALMANAC_SERIES.
+func TestRunManySeriesNamed(t *testing.T) {
+	t.Parallel() // its own schema and processes
+	bin := buildAlmanac(t)
+	schema := migrated(t)
+	out := filepath.Join(t.TempDir(), "ran")
+	job := script(t, `echo "$ALMANAC_SERIES $ALMANAC_SLOT_START" >> "`+out+`"`)
+	p := start(t, bin, "--schema", schema, "run", "north", "south", "--series", "east", "--interval", "PT1M", "--workers", "2",
+		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:02:00Z", "--", job)
+	waitFor(t, "every slot to complete", time.Minute, func() bool {
+		return dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 6
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, p.wait(t, 30*time.Second), "stderr: %s", p.stderr)
+	var want []string
+	for _, name := range []string{"east", "north", "south"} {
+		want = append(want, name+"|2026-01-01T00:00:00Z", name+"|2026-01-01T00:01:00Z")
+	}
+	require.Equal(t, want, ranLines(t, out))
+	require.Contains(t, p.stderr.String(), "selection=\"3 series named\"")
+}
+
 // TestRunManyOnceFails: --once over many series exits 1 when a slot of any
 // of them failed, saying how many are left, as for one series.
 func TestRunManyOnceFails(t *testing.T) {
@@ -228,12 +251,20 @@ if [ "$ALMANAC_SERIES" = stuck ]; then touch "`+dir+`/stuck"; sleep 60; fi
 	require.Equal(t, 1.0, final["exit_code"])
 
 	// A refusal is a record too.
-	r := cli(t, "--schema", schema, "--log-format", "json", "run", "--all", "--tz", "UTC", "--interval", "PT1M", "--", "true")
-	require.Equal(t, 2, r.code, r.stderr)
-	refusal := parse("stderr", r.stderr)
-	require.Len(t, refusal, 1)
-	require.Equal(t, 2.0, refusal[0]["exit_code"])
-	require.Contains(t, refusal[0]["msg"], "--tz and --origin")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--all", "--tz", "UTC", "--interval", "PT1M", "--", "true"}, "--tz and --origin"},
+		{[]string{"x", "--interval", "PT1M"}, "expects NAME, then --"},
+	} {
+		r := cli(t, append([]string{"--schema", schema, "--log-format", "json", "run"}, tt.args...)...)
+		require.Equal(t, 2, r.code, r.stderr)
+		refusal := parse("stderr", r.stderr)
+		require.Len(t, refusal, 1)
+		require.Equal(t, 2.0, refusal[0]["exit_code"])
+		require.Contains(t, refusal[0]["msg"], tt.want)
+	}
 
 	// A stop: the signal notices are records.
 	q := start(t, bin, "--schema", schema, "--log-format", "json", "run", "stuck", "--interval", "PT1M", "--grace", "1s",
