@@ -119,7 +119,7 @@ func (s *sidecar) served() int {
 func (s *sidecar) apply(ctx context.Context, set map[string]almanac.Series) error {
 	// Only serve's goroutine writes cur and serving; the lock is for
 	// their readers.
-	if s.serving != nil && slices.Equal(slices.Sorted(maps.Keys(set)), slices.Sorted(maps.Keys(s.serving))) {
+	if s.serving != nil && maps.EqualFunc(set, s.serving, sameGrid) {
 		return nil
 	}
 	var next *almanac.Client
@@ -165,6 +165,12 @@ func (s *sidecar) apply(ctx context.Context, set map[string]almanac.Series) erro
 	s.log.Info("almanac: serving series", "selection", s.describe, "interval", s.iv.String(), "series_count", len(set),
 		"added", shortList(added), "removed", shortList(removed))
 	return nil
+}
+
+// sameGrid reports whether a and b place their slots alike: a series
+// removed and registered again with another zone or origin is served anew.
+func sameGrid(a, b almanac.Series) bool {
+	return a.Location().String() == b.Location().String() && a.Origin().Equal(b.Origin())
 }
 
 // retire stops c in the background: it acquires no more, and its running
