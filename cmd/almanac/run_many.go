@@ -255,7 +255,9 @@ func (s *sidecar) stop() error {
 	case <-grace.C:
 	}
 	// The clients' shutdown waits end now: running commands get SIGTERM,
-	// then SIGKILL --grace later, and their slots are released.
+	// then SIGKILL --grace later, and their slots are released. (The
+	// engine's own line that follows gives the clients' long timeout.)
+	s.log.Warn("almanac: running commands did not finish within --grace; stopping them", "grace", s.grace)
 	s.clock.hurry()
 	<-done
 	return nil
