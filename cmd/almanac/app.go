@@ -148,6 +148,11 @@ func runInput(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if !a.started && !errors.As(err, &ee) {
 		code = exitUsage
 	}
+	if a.jsonLogs() {
+		// almanac run's log is JSON on every line, its last one too.
+		a.jsonLogger(stderr).Error("almanac: "+oneLine(err.Error()), "exit_code", code)
+		return code
+	}
 	fmt.Fprintln(stderr, "almanac: "+oneLine(err.Error()))
 	return code
 }
@@ -308,7 +313,7 @@ func (a *app) logger() *slog.Logger {
 	case !a.logs:
 		return slog.New(slog.DiscardHandler)
 	case a.logFormat == "json":
-		return slog.New(slog.NewJSONHandler(a.stderr, opts))
+		return a.jsonLogger(a.stderr)
 	default:
 		return slog.New(slog.NewTextHandler(a.stderr, opts))
 	}
