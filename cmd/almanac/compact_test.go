@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -55,4 +56,22 @@ func TestCompactCommand(t *testing.T) {
 	st = decode[statusResult](t, cli(t, "--schema", schema, "--json", "status", "sensor", "--interval", "PT5M"))
 	require.Equal(t, "2026-03-01T00:00:00Z", *st.From, "the default range includes compacted slots")
 	require.Equal(t, int64(24), st.Complete)
+}
+
+// TestCompactOlderThanByDatabaseClock: --older-than counts back from the
+// database's clock, so a host whose clock runs two days ahead compacts
+// nothing that finished within the age by the database's clock.
+func TestCompactOlderThanByDatabaseClock(t *testing.T) {
+	schema := coverageSchema(t)
+	execSQL(t, schema, `INSERT INTO {{schema}}.slot (name, interval, slot_start, slot_end, status, completed_at)
+		SELECT 'sensor', 'PT5M', s, s + interval '5 minutes', 'COMPLETE', now()
+		FROM generate_series(date_trunc('hour', clock_timestamp()) - interval '2 hours', date_trunc('hour', clock_timestamp()) - interval '5 minutes', interval '5 minutes') AS s`)
+	ahead := hostClock
+	hostClock = func() time.Time { return time.Now().Add(48 * time.Hour) }
+	defer func() { hostClock = ahead }()
+
+	res := decode[compactResult](t, cli(t, "--schema", schema, "--json", "compact", "--older-than", "PT24H"))
+	require.Zero(t, res.Compacted, "slots that ended within the last day by the database clock stay")
+	res = decode[compactResult](t, cli(t, "--schema", schema, "--json", "compact", "sensor", "--interval", "PT5M", "--older-than", "PT5M"))
+	require.Positive(t, res.Compacted, "slots that ended more than 5 minutes ago by the database clock go")
 }
