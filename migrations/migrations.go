@@ -1,9 +1,8 @@
 // Package migrations holds almanac's database schema as embedded, versioned
 // SQL files and applies them.
 //
-// Each migration runs in its own transaction, which first takes a
-// transaction-level advisory lock keyed by the schema name and then re-reads
-// the applied versions, so any number of processes may migrate the same
+// Each migration runs in its own transaction, which first locks the version
+// table (see lockMigrations) and then re-reads the applied versions, so any number of processes may migrate the same
 // schema at once: one applies, the others find the work done. Applying is
 // re-runnable; a migration that is already recorded is never run again.
 //
@@ -469,6 +468,60 @@ func inLockedTx(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (bool
 	return changed, err
 }
 
+// errLocked is returned, wrapped, when the migration lock of a schema that
+// has no version table yet stays taken for bootstrapWait.
+var errLocked = errors.New("migration lock held")
+
+// bootstrapWait bounds the wait for the migration lock of a schema that
+// has no version table yet: that lock is an advisory one, which any role
+// can take. Creating the version table takes a fraction of a second.
+var bootstrapWait = 10 * time.Second
+
+// lockMigrations takes the schema's migration lock for the rest of tx: the
+// version table, locked SHARE ROW EXCLUSIVE. That mode excludes another
+// migrator and the inserts of the version table, not its readers (Require,
+// Status), and only a role that may write the table can take it: the
+// runtime role reads it, and a role with no grant cannot name it. Before
+// the version table exists there is no table to lock, so the first
+// migrators queue on an advisory lock keyed by the schema, for at most
+// bootstrapWait: any role may take that key, and a migration must fail
+// with a message saying so rather than wait on it for ever. Once the
+// table has been created (by this transaction, or by a migrator that
+// committed while this one waited), the table's lock is taken as well.
+func lockMigrations(ctx context.Context, tx pgx.Tx, schema string) error {
+	table := sqlschema.Quote(schema) + ".schema_migrations"
+	exists := func() (bool, error) {
+		var ok bool
+		err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok)
+		return ok, err
+	}
+	ok, err := exists()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, bootstrapWait.Milliseconds())); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "almanac.migrate:"+schema)
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			return fmt.Errorf("%w: waited %s for the lock that creates %s; another session holds the advisory lock hashtextextended('almanac.migrate:%s', 0) (see pg_locks where locktype = 'advisory')",
+				errLocked, bootstrapWait, table, schema)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+			return err
+		}
+		if ok, err = exists(); err != nil || !ok {
+			return err
+		}
+	}
+	_, err = tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE ROW EXCLUSIVE MODE`)
+	return err
+}
+
 func inLockedTxOnce(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (bool, error)) (bool, error) {
 	tx, err := db.BeginTx(ctx, txOptions)
 	if err != nil {
@@ -479,7 +532,7 @@ func inLockedTxOnce(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (
 		SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
 		return false, err
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "almanac.migrate:"+schema); err != nil {
+	if err := lockMigrations(ctx, tx, schema); err != nil {
 		return false, err
 	}
 	changed, err := fn(tx)

@@ -17,7 +17,8 @@ func (a *app) migrateCommand() *cobra.Command {
 		Long: `Manage almanac's tables in the schema given by --schema (default almanac).
 
 Migrations are versioned SQL files embedded in the binary. Each runs in its own
-transaction under an advisory lock, so several processes may migrate at once.`,
+transaction holding a lock on the version table, so several processes may
+migrate at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
