@@ -140,7 +140,7 @@ func (a *app) seriesListCommand() *cobra.Command {
 name with a control character, an interval such as P0D, an unknown zone) is
 flagged: a warning line on stderr, or an entry with an "error" field in --json;
 the other series are listed and the exit code is 0.`,
-		Args:  noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.connectMigrated(cmd.Context())
 			if err != nil {
