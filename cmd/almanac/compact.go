@@ -110,7 +110,11 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				if err != nil {
 					return err
 				}
-				n = len(all)
+				for _, info := range all {
+					if info.Err == nil { // Compact passes unusable rows by
+						n++
+					}
+				}
 			}
 			by := at.In(loc).Format(time.RFC3339)
 			if a.json {
