@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/pgversion"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -201,9 +202,21 @@ const (
 // migrating role owns needs nothing more) and apply what is missing. On a
 // server older than PostgreSQL 14 it applies nothing and returns an error
 // wrapping ErrServerVersion.
-func Up(ctx context.Context, db DB, schema string) ([]int, error) {
+//
+// With to, Up applies the pending migrations up to version to only, for a
+// staged upgrade (apply 3, deploy, then the rest); a schema already past to
+// is left as it is. More than one to, or one outside 1 to Latest, is an
+// error matching the module's ErrInvalid (almanac.ErrInvalid).
+func Up(ctx context.Context, db DB, schema string, to ...int) ([]int, error) {
 	if err := sqlschema.Check(schema); err != nil {
 		return nil, err
+	}
+	last := Latest()
+	if len(to) > 1 || len(to) == 1 && (to[0] < 1 || to[0] > last) {
+		return nil, fmt.Errorf("%w: migrate up to version %v: expected one version from 1 to %d", input.ErrInvalid, to, last)
+	}
+	if len(to) == 1 {
+		last = to[0]
 	}
 	if err := Require(ctx, db, schema); err == nil || !errors.Is(err, ErrNotMigrated) {
 		return nil, err
@@ -216,7 +229,7 @@ func Up(ctx context.Context, db DB, schema string) ([]int, error) {
 		return nil, err
 	}
 	var applied []int
-	for _, m := range all {
+	for _, m := range all[:last] {
 		done, err := inLockedTx(ctx, db, schema, func(tx pgx.Tx) (bool, error) {
 			if err := createVersionTable(ctx, tx, schema); err != nil {
 				return false, err
@@ -248,13 +261,20 @@ func Up(ctx context.Context, db DB, schema string) ([]int, error) {
 // in its own transaction. Down(ctx, db, schema, 0) removes everything
 // almanac created, all slots included: the version table, and the schema
 // itself when nothing else is left in it (a schema holding other objects is
-// kept). It returns the versions it undid.
+// kept). It returns the versions it undid. Going below version 3 is refused,
+// with nothing undone, while compacted ranges exist (see Client.MigrateDown
+// in the root package).
 func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 	if err := sqlschema.Check(schema); err != nil {
 		return nil, err
 	}
 	if to < 0 || to > Latest() {
 		return nil, fmt.Errorf("migrate down to version %d: expected 0 to %d", to, Latest())
+	}
+	if to < 3 {
+		if err := checkNoCompacted(ctx, db, schema); err != nil {
+			return nil, err
+		}
 	}
 	var undone []int
 	for i := len(all) - 1; i >= 0 && all[i].Version > to; i-- {
@@ -304,6 +324,33 @@ func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 		}
 	}
 	return undone, nil
+}
+
+// checkNoCompacted refuses to go below version 3 while compacted ranges
+// exist, before anything is undone: their finished slots have no row, and
+// would become gaps that workers run again. Migration 3's down SQL refuses
+// too, for scripts that run it by hand; this check keeps the versions
+// above 3 from being undone first.
+func checkNoCompacted(ctx context.Context, db DB, schema string) error {
+	var ranges int64
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		tx, err := db.BeginTx(ctx, txOptions)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+		var exists bool
+		table := sqlschema.Quote(schema) + ".slot_compacted"
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil || !exists {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&ranges)
+	})
+	if err != nil || ranges == 0 {
+		return err
+	}
+	return fmt.Errorf("cannot undo migration 3: %d compacted range(s) of finished slots would become gaps that workers run again; "+
+		"re-open them first to keep them (almanac reopen), or discard them (almanac migrate down --discard, or DELETE FROM slot_compacted)", ranges)
 }
 
 // The statements Down runs besides the migrations' own, shared with

@@ -75,3 +75,36 @@ func TestCompactOlderThanByDatabaseClock(t *testing.T) {
 	res = decode[compactResult](t, cli(t, "--schema", schema, "--json", "compact", "sensor", "--interval", "PT5M", "--older-than", "PT5M"))
 	require.Positive(t, res.Compacted, "slots that ended more than 5 minutes ago by the database clock go")
 }
+
+// TestMigrateStagedAndBelowCompaction: migrate up --to N applies up to N
+// only; migrating down below version 3 with compacted slots is refused
+// (exit 1, nothing undone past it) unless --discard, since they would come
+// back as gaps that workers run again.
+func TestMigrateStagedAndBelowCompaction(t *testing.T) {
+	schema := freshSchema(t, "cli_stage_")
+	r := cli(t, "--schema", schema, "--json", "migrate", "up", "--to", "3")
+	requireOK(t, r)
+	staged := decode[migrateResult](t, r)
+	require.Equal(t, []int{1, 2, 3}, staged.Applied)
+	require.Equal(t, 3, staged.Version)
+	r = cli(t, "--schema", schema, "migrate", "up")
+	requireOK(t, r)
+	require.NotContains(t, r.stdout, "applied 003_")
+	require.Contains(t, r.stdout, "applied 004_")
+
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "sensor", "--interval", "PT5M"))
+	day := []string{"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-01T02:00:00Z"}
+	requireOK(t, cli(t, append([]string{"--schema", schema, "materialize", "sensor", "--interval", "PT5M"}, day...)...))
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now()`)
+	requireOK(t, cli(t, "--schema", schema, "compact", "sensor", "--interval", "PT5M", "--before", "2026-03-01T01:00:00Z"))
+
+	r = cli(t, "--schema", schema, "migrate", "down", "--to", "2", "--yes")
+	require.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+	require.Contains(t, r.stderr, "cannot undo migration 3: 1 compacted range(s)")
+	require.Contains(t, r.stderr, "--discard")
+	st := decode[statusResult](t, cli(t, append([]string{"--schema", schema, "--json", "status", "sensor", "--interval", "PT5M"}, day...)...))
+	require.Equal(t, int64(24), st.Complete, "the compacted slots are still finished")
+
+	requireOK(t, cli(t, "--schema", schema, "migrate", "down", "--to", "2", "--discard", "--yes"))
+	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
+}
