@@ -51,8 +51,10 @@ type Migration struct {
 	// (database clock); zero while it is pending, and in All's list.
 	AppliedAt time.Time
 	// up and down are templates in which {{schema}} stands for the quoted
-	// schema name and {{wake_channel}} for the schema's notification
-	// channel as a string literal (see render).
+	// schema name, {{schema_literal}} for that quoted name as a string
+	// literal (never inside a dollar-quoted body: a schema name may hold
+	// $$), and {{wake_channel}} for the schema's notification channel as a
+	// string literal (see render).
 	up, down string
 }
 
@@ -71,6 +73,7 @@ func (m Migration) downSQL(schema string) string { return render(m.down, schema)
 // it as a literal is trivial.
 func render(sql, schema string) string {
 	sql = strings.ReplaceAll(sql, "{{wake_channel}}", "'"+wake.Channel(schema)+"'")
+	sql = strings.ReplaceAll(sql, "{{schema_literal}}", "'"+strings.ReplaceAll(sqlschema.Quote(schema), "'", "''")+"'")
 	return sqlschema.Render(sql, schema)
 }
 

@@ -1,5 +1,6 @@
 -- almanac schema, version 8: the runtime role cannot rewrite the audit
--- trail, the version table or the schema's settings.
+-- trail, the version table or the schema's settings, and a role that may
+-- not write history cannot keep its re-opens out of it.
 --
 -- Before, the grants gave every role that runs workers INSERT, UPDATE and
 -- DELETE on every table: it could erase or alter history (slot_event),
@@ -57,3 +58,18 @@ END
 $$;
 SELECT {{schema}}.revoke_rewrites();
 DROP FUNCTION {{schema}}.revoke_rewrites();
+
+-- The plain-SQL update trigger skipped every transaction that set
+-- almanac.engine = 'on', which any role can set: a service allowed only to
+-- update slots kept its re-opens out of the history that way. The setting
+-- is now honoured only for a role that may insert history itself (the
+-- engine's role, which records its own events): for any other, the change
+-- is recorded whatever the setting says. The test runs last, and only for
+-- rows that become acquirable, so completions never reach it.
+DROP TRIGGER slot_sql_update ON {{schema}}.slot;
+CREATE TRIGGER slot_sql_update BEFORE UPDATE ON {{schema}}.slot
+    FOR EACH ROW
+    WHEN (NEW.status = 'AVAILABLE' AND (OLD.status <> 'AVAILABLE' OR NEW.not_before IS DISTINCT FROM OLD.not_before)
+        AND (current_setting('almanac.engine', true) IS DISTINCT FROM 'on'
+            OR NOT has_table_privilege(current_user, {{schema_literal}} || '.slot_event', 'INSERT')))
+    EXECUTE FUNCTION {{schema}}.slot_sql_update();
