@@ -2,8 +2,8 @@ package coverage
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -202,14 +202,23 @@ func (c *Client) runTx(ctx context.Context, opts pgx.TxOptions, settings string,
 	})
 }
 
-// lockSeries serializes the writers that insert slots of this series
-// (Materialize and Skip) until the transaction ends. Each re-reads what is
-// missing after taking it, so concurrent runs over the same range insert
-// every slot once, with a plain INSERT: ON CONFLICT DO NOTHING costs about
-// 60 % more per row. Workers never take this lock.
+// lockSeries serializes the writers that insert or delete slots of this
+// series (Materialize, Skip, Reopen's restore, Compact) until the
+// transaction ends. Each re-reads what is missing after taking it, so
+// concurrent runs over the same range insert every slot once, with a plain
+// INSERT: ON CONFLICT DO NOTHING costs about 60 % more per row. Workers
+// never take this lock. It is the series' row, locked FOR NO KEY UPDATE
+// (the lock a deletion's trigger takes to count deletions), which only a
+// role with UPDATE on the series table can take. An advisory lock would
+// not do: any role may take any key, and a role with no grant on the
+// schema could stall every writer of the series. A series
+// whose row is gone is an error wrapping ErrUnknownSeries.
 func (c *Client) lockSeries(ctx context.Context, tx pgx.Tx) error {
-	key := "almanac.coverage:" + strconv.Quote(c.schema) + " " + strconv.Quote(c.name) + " " + c.interval
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, key)
+	var deletions int64
+	err := tx.QueryRow(ctx, c.sql.lockDeletions, c.name, c.interval).Scan(&deletions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %s is no longer registered", seriesdb.ErrUnknownSeries, c.grid)
+	}
 	return err
 }
 

@@ -80,6 +80,12 @@ func exitCode(err error) int {
 const defaultRetryTimeout = 30 * time.Second
 
 // app holds the global flags and the streams of one invocation.
+// hostClock is this host's clock: it times what the command itself does
+// (the demo's elapsed times). Cutoffs that select rows (compact
+// --older-than) come from the database's clock, which every worker's
+// claims and leases already follow; tests move this one to show it.
+var hostClock = time.Now
+
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
