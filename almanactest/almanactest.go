@@ -13,7 +13,7 @@
 //	almanactest.RequireStatus(t, client, series, start, almanac.StatusComplete)
 //
 // The server is found once per test binary (see URL): TEST_DATABASE_URL,
-// DATABASE_URL, a local server at 127.0.0.1:5432, else a throwaway cluster
+// DATABASE_URL, postgres://postgres@127.0.0.1:5432/postgres, else a throwaway cluster
 // started from the installed PostgreSQL binaries (initdb, pg_ctl) and
 // removed by Main. Tests never skip for want of a database: they fail with
 // a message saying how to provide one.
@@ -61,8 +61,9 @@ func Main(m *testing.M) { pgtest.Main(m) }
 //
 //  1. TEST_DATABASE_URL, then DATABASE_URL, if set; it must accept a
 //     connection (there is no fallback from an explicit choice);
-//  2. the local server at 127.0.0.1:5432 as user postgres without a
-//     password, database test, else database postgres;
+//  2. postgres://postgres@127.0.0.1:5432/postgres, the database the almanac
+//     command uses when none is named, of which PGHOST, PGPORT, PGUSER and
+//     PGDATABASE replace their part when set;
 //  3. a throwaway cluster (fsync off, on a temporary directory) started
 //     with the PostgreSQL binaries on PATH or in the usual directories, and
 //     removed by Main.

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/dbtarget"
 	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
@@ -93,6 +94,7 @@ type app struct {
 
 	databaseURL string
 	urlFrom     string // where databaseURL came from, for error messages
+	target      string // the database, user@host:port/db, once connect parsed it
 	schema      string
 	json        bool
 	actor       string // --actor of the commands that change slots
@@ -192,8 +194,10 @@ func (a *app) rootCommand() *cobra.Command {
 each slot exactly once: it materializes slots, finds gaps, re-opens ranges for
 backfills and runs commands per slot.
 
-Database: --database-url, else DATABASE_URL, else the libpq PG* variables
-(PGHOST, PGPORT, PGUSER, PGDATABASE, ...).
+Database: --database-url, else DATABASE_URL, else
+postgres://postgres@127.0.0.1:5432/postgres, of which PGHOST, PGPORT, PGUSER
+and PGDATABASE replace their part when set (PGPASSWORD or ~/.pgpass give the
+password). The demo and the tests use the same rule.
 
 Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 (nothing was written); 3 the database is unreachable or not migrated.`,
@@ -209,7 +213,7 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	flags := root.PersistentFlags()
-	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else the libpq PG* variables)")
+	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)")
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+sqlschema.Default+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
 	flags.StringVar(&a.poolerText, "pooler", "auto",
@@ -233,10 +237,7 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	a.started = true
 	a.urlFrom = "--database-url"
 	if !cmd.Flags().Changed("database-url") {
-		a.databaseURL, a.urlFrom = a.getenv("DATABASE_URL"), "DATABASE_URL"
-		if a.databaseURL == "" {
-			a.urlFrom = "the PG* environment variables and defaults"
-		}
+		a.databaseURL, a.urlFrom = dbtarget.URL(a.getenv)
 	}
 	if cmd.Flags().Changed("database-url") && hasPassword(a.databaseURL) {
 		a.warnPasswordFlag("database-url", "DATABASE_URL")

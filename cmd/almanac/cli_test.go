@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac/internal/dbtarget"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/migrations"
@@ -323,8 +324,8 @@ func TestBinaryExitCodes(t *testing.T) {
 // TestDemo runs `almanac demo` against the test database: it must end with
 // its verification line, and drop its schema.
 func TestDemo(t *testing.T) {
-	t.Parallel() // the demo makes and drops a schema of its own
-	r := cli(t, "demo")
+	t.Parallel() // the demo makes a schema of its own
+	r := cli(t, "demo", "--keep")
 	requireOK(t, r)
 	require.Contains(t, r.stdout, "verified: 2,016 slots, 2,016 report rows, 0 duplicates, 24 re-opened windows recomputed once")
 	require.Contains(t, r.stdout, "gaps        none")
@@ -332,10 +333,47 @@ func TestDemo(t *testing.T) {
 	// on the same server) may have demo schemas of their own meanwhile.
 	m := regexp.MustCompile(`(?m)^schema +(almanac_demo_\w+)$`).FindStringSubmatch(r.stdout)
 	require.NotNil(t, m, "the demo names its schema:\n%s", r.stdout)
-	var left int
-	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(),
-		`SELECT count(*) FROM pg_namespace WHERE nspname = $1`, m[1]).Scan(&left))
-	require.Zero(t, left, "the demo drops its schema")
+	t.Cleanup(func() {
+		_, err := pgtest.Pool(t).Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sqlschema.Quote(m[1])+" CASCADE")
+		require.NoError(t, err)
+	})
+	target := dbtarget.DescribeURL(pgtest.URL(t))
+	require.Contains(t, r.stdout, "database  "+target+"\n", "the demo names its database as user@host:port/db")
+	// --keep says how to look at what it kept, and the commands it prints run.
+	require.Contains(t, r.stdout, "kept schema "+m[1]+" in "+target+"; look at it with:")
+	status := regexp.MustCompile(`(?m)^  almanac (--schema \S+ status sensor_report --interval PT5M)$`).FindStringSubmatch(r.stdout)
+	require.NotNil(t, status, r.stdout)
+	require.Contains(t, r.stdout, "  almanac --schema "+m[1]+" serve")
+	st := cli(t, strings.Fields(status[1])...)
+	requireOK(t, st)
+	require.Contains(t, st.stdout, "complete        2016")
+}
+
+// TestDefaultDatabase: without DATABASE_URL every command uses
+// postgres://postgres@127.0.0.1:5432/postgres, whose parts PG* replace, and
+// says so; a refused connection fails within seconds, not the retry budget.
+func TestDefaultDatabase(t *testing.T) {
+	began := time.Now()
+	r := cliEnv(t, map[string]string{"PGPORT": "1"}, "series", "list")
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Contains(t, r.stderr, "almanac: cannot reach the database postgres@127.0.0.1:1/postgres (the default database): ")
+	require.Contains(t, r.stderr, "connection refused; start PostgreSQL there, or point DATABASE_URL (or --database-url) at the server to use\n")
+	require.Less(t, time.Since(began), 10*time.Second, "a refused connection fails fast, not after --retry-timeout (30s)")
+
+	r = cliEnv(t, map[string]string{"DATABASE_URL": "postgres://app:s3cret@127.0.0.1:1/prod"}, "status", "x", "--interval", "PT5M")
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Contains(t, r.stderr, "cannot reach the database app@127.0.0.1:1/prod (from DATABASE_URL)")
+	require.NotContains(t, r.stderr, "s3cret")
+
+	// The schema-not-migrated message names the database it looked in.
+	schema := freshSchema(t, "cli_unmigrated_")
+	r = cli(t, "--schema", schema, "series", "list")
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Contains(t, r.stderr, "almanac: schema not migrated in "+dbtarget.DescribeURL(pgtest.URL(t))+": schema \""+schema+"\" lacks migration")
+	require.Contains(t, r.stderr, "migrate up")
+
+	// The tests find their server by the same rule when nothing is set.
+	require.Equal(t, "postgres@127.0.0.1:5432/postgres", dbtarget.DescribeURL(dbtarget.DefaultURL(func(string) string { return "" })))
 }
 
 // withPassword returns the test server's URL with a password in it. The

@@ -6,24 +6,31 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/dbtarget"
 )
 
 // connectTimeout bounds each connection attempt when the URL sets none, so
 // an unreachable database fails in seconds with exit 3, not after TCP's
 // minutes-long retries.
-const connectTimeout = 5 * time.Second
+const connectTimeout = 3 * time.Second
 
-// connect opens the pool on the configured database and checks it answers.
-// An empty URL lets pgx read the libpq PG* variables, like psql does. A
-// server that is unreachable, full or starting up is tried again for the
-// retry budget (--retry-timeout) before the command gives up with exit 3;
-// one that refuses the login gives up at once. The message names the cause.
+// connect opens the pool on the configured database (see dbtarget) and
+// checks it answers. A one-shot command gives up at once, with exit 3 and
+// what to do, when nothing listens at the address (refused, unknown host,
+// no answer within connectTimeout): a person is waiting. A server that is
+// full or starting up is tried again for the retry budget
+// (--retry-timeout), and so is everything for the commands that log
+// (almanac run, almanac serve), which should ride out a restart; one that
+// refuses the login gives up at once. The message names the database and
+// the cause.
 func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if a.pool != nil {
 		return a.pool, nil
@@ -33,6 +40,22 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		// The URL may hold a password: name where it came from, not its text.
 		return nil, usageError(fmt.Errorf("database URL from %s is malformed; expected e.g. postgres://user@localhost:5432/dbname", a.urlFrom))
 	}
+	a.target = dbtarget.Describe(&cfg.ConnConfig.Config)
+	fail := func(err error) error {
+		return unavailableError(fmt.Errorf("cannot reach the database %s (%s): %s", a.target, a.source(), connectCause(err)))
+	}
+	if !a.logs {
+		probe := cfg.ConnConfig.Copy()
+		if probe.ConnectTimeout == 0 {
+			probe.ConnectTimeout = connectTimeout
+		}
+		conn, err := pgx.ConnectConfig(ctx, probe)
+		if err == nil {
+			_ = conn.Close(ctx)
+		} else if unreachable(err) {
+			return nil, fail(err)
+		}
+	}
 	// Connecting is bounded by the retry budget, like every database call.
 	connectCtx, cancel := context.WithTimeout(ctx, a.retryTimeout)
 	defer cancel()
@@ -40,11 +63,32 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		MaxConns: max(2, a.poolSize), Pooler: a.pooler, ConnectTimeout: connectTimeout,
 	})
 	if err != nil {
-		return nil, unavailableError(fmt.Errorf("cannot reach the database %s (from %s): %s",
-			describeTarget(cfg.ConnConfig.Config), a.urlFrom, connectCause(err)))
+		return nil, fail(err)
 	}
 	a.pool = pool
 	return pool, nil
+}
+
+// source says where the database URL came from, for messages: "from
+// DATABASE_URL", "the default database".
+func (a *app) source() string {
+	if strings.HasPrefix(a.urlFrom, "the ") {
+		return a.urlFrom
+	}
+	return "from " + a.urlFrom
+}
+
+// unreachable reports whether err says nothing answers at the database's
+// address (as opposed to a server that answers with an error).
+func unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return false
+	}
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	return errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // connectClient connects and returns the almanac Client every command
@@ -78,14 +122,30 @@ func (a *app) connectMigrated(ctx context.Context) (*almanac.Client, error) {
 		return nil, err
 	}
 	if err := c.RequireMigrated(ctx); err != nil {
+		if errors.Is(err, almanac.ErrNotMigrated) {
+			return nil, unavailableError(a.inDatabase(err))
+		}
 		return nil, unavailableError(err)
 	}
 	return c, nil
 }
 
-func describeTarget(cfg pgconn.Config) string {
-	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+// inDatabase says which database err is about: "schema not migrated in
+// postgres@127.0.0.1:5432/postgres: ...", so that nobody migrates another.
+func (a *app) inDatabase(err error) error {
+	text := err.Error()
+	if head, rest, ok := strings.Cut(text, ": "); ok {
+		return fmt.Errorf("%s in %s: %s%w", head, a.target, rest, errorsOnly{err})
+	}
+	return fmt.Errorf("%w (database %s)", err, a.target)
 }
+
+// errorsOnly wraps an error for errors.Is and errors.As and prints nothing,
+// so that a message can be rephrased and still match its sentinel.
+type errorsOnly struct{ err error }
+
+func (errorsOnly) Error() string   { return "" }
+func (e errorsOnly) Unwrap() error { return e.err }
 
 // connectCause says why a connection failed and what to do, keeping the
 // useful part of the error: pgx's text repeats the address and wraps
@@ -107,10 +167,10 @@ func connectCause(err error) string {
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Err != nil {
-		return opErr.Err.Error() + "; start PostgreSQL or point --database-url or DATABASE_URL at it"
+		return opErr.Err.Error() + "; start PostgreSQL there, or point DATABASE_URL (or --database-url) at the server to use"
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out; check that the server is up and reachable"
+		return "no answer within the connect timeout; check that the server is up and reachable, or point DATABASE_URL (or --database-url) at the server to use"
 	}
 	return err.Error()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/dbtarget"
 	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 	"github.com/almanacdev/almanac/internal/demo/sensor"
 	"github.com/almanacdev/almanac/internal/progress"
@@ -41,10 +42,12 @@ crashed mid-slot and their backends killed. Then late data arrives: two hours
 are re-opened and recomputed. It ends with the coverage table and a check of
 the result: every window reported exactly once per generation.
 
-Database: --database-url, DATABASE_URL or the PG* variables if set; else the
-local server at 127.0.0.1:5432; else a throwaway cluster started from the
+Database: the one every command uses (see almanac --help): --database-url,
+else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres. When
+none is named and nothing answers there, a throwaway cluster started from the
 installed PostgreSQL binaries and removed afterwards. The demo's schema is
-dropped at the end unless --keep is given.`,
+dropped at the end unless --keep is given; then the demo prints the commands
+that look at it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), keep) },
 	}
@@ -54,18 +57,24 @@ dropped at the end unless --keep is given.`,
 
 func (a *app) demo(ctx context.Context, keep bool) error {
 	out := a.stdout
-	pool, where, cleanup, err := a.demoDatabase(ctx)
+	pool, where, throwaway, cleanup, err := a.demoDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	schema := "almanac_demo_" + randomSuffix()
 	fmt.Fprintf(out, "database  %s\nschema    %s\n\n", where, schema)
-	if !keep {
+	switch {
+	case !keep:
 		defer func() {
 			_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 			fmt.Fprintf(out, "\n(schema %s dropped; run with --keep to look at it)\n", schema)
 		}()
+	case throwaway:
+		defer fmt.Fprintf(out, "\n(--keep keeps nothing here: the throwaway cluster is removed at the end; start a server at %s, or set DATABASE_URL, to keep the schema)\n",
+			dbtarget.DescribeURL(dbtarget.Default))
+	default:
+		defer func() { fmt.Fprint(out, "\n"+a.keptHint(schema)) }()
 	}
 	began := hostClock()
 	client, err := almanac.New(pool, almanac.Options{Schema: schema, ChunkSize: 250})
@@ -268,11 +277,27 @@ func runDemoWorkers(ctx context.Context, pool *pgxpool.Pool, schema string, job 
 	return chaos, nil
 }
 
-// demoDatabase finds a database for the demo: the configured one, else the
-// local server, else a throwaway cluster. cleanup closes the pool and
-// removes a throwaway cluster.
-func (a *app) demoDatabase(ctx context.Context) (*pgxpool.Pool, string, func(), error) {
-	configured := a.databaseURL != ""
+// keptHint says where the schema of a demo run with --keep is and the
+// commands that look at it, with the global flags that reach it.
+func (a *app) keptHint(schema string) string {
+	note := ""
+	if a.urlFrom == "--database-url" {
+		note = " (add the demo's --database-url to each)"
+	}
+	return fmt.Sprintf(`kept schema %[1]s in %[2]s; look at it with%[4]s:
+  almanac --schema %[1]s status sensor_report --interval PT5M
+  almanac --schema %[1]s failures
+  almanac --schema %[1]s serve        # the coverage page on http://%[3]s
+drop it with: DROP SCHEMA %[1]s CASCADE
+`, schema, a.target, defaultServeAddr, note)
+}
+
+// demoDatabase finds a database for the demo by the rule every command
+// uses (dbtarget); when none is named and the default does not answer, a
+// throwaway cluster. cleanup closes the pool and removes a throwaway
+// cluster.
+func (a *app) demoDatabase(ctx context.Context) (pool *pgxpool.Pool, where string, throwaway bool, cleanup func(), err error) {
+	configured := a.urlFrom != "the default database"
 	for _, k := range []string{"PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGSERVICE"} {
 		configured = configured || a.getenv(k) != ""
 	}
@@ -295,34 +320,39 @@ func (a *app) demoDatabase(ctx context.Context) (*pgxpool.Pool, string, func(), 
 		}
 		return pool, err
 	}
-	if configured {
-		pool, err := open(a.databaseURL)
+	describe := func(url string) string {
+		cfg, err := pgxpool.ParseConfig(url)
 		if err != nil {
-			return nil, "", nil, unavailableError(fmt.Errorf("cannot reach the database from %s: %s; fix it, or unset it to let the demo find or start one", a.urlFrom, connectCause(err)))
+			return "(malformed connection string)"
 		}
-		return pool, "from " + a.urlFrom, pool.Close, nil
+		return dbtarget.Describe(&cfg.ConnConfig.Config)
 	}
-	for _, url := range []string{"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "postgres://127.0.0.1:5432/postgres?sslmode=disable"} {
-		if pool, err := open(url); err == nil {
-			return pool, "the local server at 127.0.0.1:5432", pool.Close, nil
-		}
+	a.target = describe(a.databaseURL)
+	pool, err = open(a.databaseURL)
+	if err == nil {
+		return pool, a.target, false, pool.Close, nil
 	}
-	bin, err := pgcluster.Find()
-	if err != nil {
-		return nil, "", nil, unavailableError(errors.New("no database: nothing answers at 127.0.0.1:5432 and no PostgreSQL binaries were found; " +
-			"set DATABASE_URL=postgres://user@host:5432/db, start a local server, or install PostgreSQL (e.g. apt-get install postgresql) so the demo can start one"))
+	if configured {
+		return nil, "", false, nil, unavailableError(fmt.Errorf("cannot reach the database %s (%s): %s", a.target, a.source(), connectCause(err)))
 	}
-	fmt.Fprintf(a.stderr, "no server at 127.0.0.1:5432: starting a throwaway cluster from %s ...\n", bin)
+	bin, ferr := pgcluster.Find()
+	if ferr != nil {
+		return nil, "", false, nil, unavailableError(fmt.Errorf("no database: %s does not answer (%s) and no PostgreSQL binaries were found; "+
+			"set DATABASE_URL=postgres://user@host:5432/db, start a local server, or install PostgreSQL (e.g. apt-get install postgresql) so the demo can start one",
+			a.target, connectCause(err)))
+	}
+	fmt.Fprintf(a.stderr, "no server answers at %s: starting a throwaway cluster from %s ...\n", a.target, bin)
 	cluster, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: bin, Settings: pgcluster.FastSettings})
 	if err != nil {
-		return nil, "", nil, unavailableError(fmt.Errorf("starting a throwaway cluster: %w", err))
+		return nil, "", false, nil, unavailableError(fmt.Errorf("starting a throwaway cluster: %w", err))
 	}
-	pool, err := open(cluster.URL("postgres"))
+	pool, err = open(cluster.URL("postgres"))
 	if err != nil {
 		_ = cluster.Destroy()
-		return nil, "", nil, unavailableError(fmt.Errorf("connecting to the throwaway cluster: %w", err))
+		return nil, "", false, nil, unavailableError(fmt.Errorf("connecting to the throwaway cluster: %w", err))
 	}
-	return pool, "a throwaway cluster in " + cluster.Dir() + " (removed at the end)", func() {
+	a.target = describe(cluster.URL("postgres"))
+	return pool, a.target + ", a throwaway cluster in " + cluster.Dir() + " (removed at the end)", true, func() {
 		pool.Close()
 		_ = cluster.Destroy()
 	}, nil

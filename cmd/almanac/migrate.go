@@ -167,7 +167,7 @@ run again after the next migrate up. Re-open them first to keep them, or pass
 					what = fmt.Sprintf("the migrations after version %d", to)
 				}
 				if !a.confirm(fmt.Sprintf("migrate down undoes %s in schema %q, on %s: every series, slot and history row in them is deleted, and this cannot be undone. (--dry-run prints the SQL.)",
-					what, a.schema, describeTarget(a.pool.Config().ConnConfig.Config))) {
+					what, a.schema, a.target)) {
 					return problemError(fmt.Errorf("migrate down: not confirmed; nothing was changed"))
 				}
 			}

@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/almanacdev/almanac/internal/dbtarget"
 	"github.com/almanacdev/almanac/internal/demo/pgcluster"
 	"github.com/almanacdev/almanac/migrations"
 )
@@ -117,8 +118,9 @@ func shutdown() error {
 //
 //  1. TEST_DATABASE_URL, then DATABASE_URL, if set; it must accept a
 //     connection (there is no fallback from an explicit choice);
-//  2. the local server at 127.0.0.1:5432 as user postgres without a password,
-//     database test, else database postgres;
+//  2. the database almanac's commands use when none is named (dbtarget):
+//     postgres://postgres@127.0.0.1:5432/postgres, of which PGHOST, PGPORT,
+//     PGUSER and PGDATABASE replace their part when set;
 //  3. a throwaway cluster started with pgcluster and pgcluster.FastSettings,
 //     stopped by Main.
 //
@@ -258,10 +260,9 @@ type environment struct {
 func defaultEnvironment() environment {
 	return environment{
 		getenv: os.Getenv,
-		local: []string{
-			"postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
-			"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
-		},
+		// The database every almanac command uses when none is named
+		// (dbtarget), so that `go test` and `almanac demo` agree.
+		local:        []string{dbtarget.DefaultURL(os.Getenv)},
 		findBinaries: pgcluster.Find,
 		findVersion:  pgcluster.FindVersion,
 	}
@@ -310,7 +311,7 @@ func discover(ctx context.Context, env environment) discovery {
 func noDatabaseError(localErr, clusterErr error) error {
 	return fmt.Errorf(`almanactest: no PostgreSQL server for the tests. Provide one in any of these ways:
   1. set TEST_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=disable
-  2. start a local server on 127.0.0.1:5432 that lets user postgres in without a password (database test, else postgres)
+  2. start a local server on 127.0.0.1:5432 that lets user postgres in without a password (database postgres; PGHOST, PGPORT, PGUSER, PGDATABASE change that)
   3. install PostgreSQL (e.g. apt-get install postgresql, or brew install postgresql) so that initdb and pg_ctl are on PATH,
      in /usr/lib/postgresql/<version>/bin or in /usr/local/pgsql/bin, and the harness starts a throwaway server
 local server: %v
