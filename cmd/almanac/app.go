@@ -107,8 +107,10 @@ type app struct {
 	client   *almanac.Client // on pool, made by a.connectClient
 	poolSize int32           // connections the command needs; at least 2
 
-	// retryTimeout is the retry budget of the command's database calls.
+	// retryTimeout is the retry budget of the command's database calls,
+	// read from retryText (--retry-timeout) or ALMANAC_RETRY_TIMEOUT.
 	retryTimeout time.Duration
+	retryText    string
 	// pooler and poolerText: whether connections go through a pooler.
 	pooler     almanac.Pooler
 	poolerText string
@@ -222,8 +224,8 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 		"a direct connection to the server for LISTEN, when --database-url goes through a pooler in transaction mode (default: $ALMANAC_LISTEN_URL)")
 	flags.StringVar(&a.logFormat, "log-format", "", "format of the log on stderr of the commands that log (almanac run): text or json (default: json with --json, else text)")
 	flags.StringVar(&a.levelText, "log-level", "info", "least severe log events written: debug, info, warn or error")
-	flags.DurationVar(&a.retryTimeout, "retry-timeout", defaultRetryTimeout,
-		"how long to keep trying while the database is unreachable, full or restarting, before exiting with status 3 (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
+	flags.StringVar(&a.retryText, "retry-timeout", "",
+		"how long almanac run and serve keep trying while the database is unreachable, and every command while it is full or restarting, before exiting with status 3: "+input.DurationSyntax+" (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
 	root.AddCommand(a.migrateCommand(), a.seriesCommand(),
 		a.materializeCommand(), a.gapsCommand(), a.statusCommand(), a.reopenCommand(), a.retryCommand(), a.skipCommand(), a.compactCommand(),
 		a.historyCommand(), a.failuresCommand(), a.runCommand(), a.serveCommand(),
@@ -268,14 +270,19 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 			return usagef("--listen-url is malformed; expected e.g. postgres://user@host:5432/dbname")
 		}
 	}
-	if !cmd.Flags().Changed("retry-timeout") {
-		if text := a.getenv("ALMANAC_RETRY_TIMEOUT"); text != "" {
-			d, err := time.ParseDuration(text)
-			if err != nil {
-				return usagef("ALMANAC_RETRY_TIMEOUT %q: expected a duration such as 30s", text)
-			}
-			a.retryTimeout = d
+	a.retryTimeout = defaultRetryTimeout
+	if retryFrom, text := "--retry-timeout", a.retryText; cmd.Flags().Changed("retry-timeout") || a.getenv("ALMANAC_RETRY_TIMEOUT") != "" {
+		if !cmd.Flags().Changed("retry-timeout") {
+			retryFrom, text = "ALMANAC_RETRY_TIMEOUT", a.getenv("ALMANAC_RETRY_TIMEOUT")
 		}
+		d, err := durationFlag(retryFrom, text)
+		if err != nil {
+			return err
+		}
+		if d <= 0 {
+			return usagef("%s %q: expected a positive duration such as 30s", retryFrom, text)
+		}
+		a.retryTimeout = d
 	}
 	switch a.logFormat {
 	case "":
@@ -289,9 +296,6 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	}
 	if err := a.logLevel.UnmarshalText([]byte(a.levelText)); err != nil || !validLevel(a.levelText) {
 		return usagef("--log-level %q: expected debug, info, warn or error", a.levelText)
-	}
-	if a.retryTimeout <= 0 {
-		return usagef("--retry-timeout %s: expected a positive duration such as 30s", a.retryTimeout)
 	}
 	return nil
 }

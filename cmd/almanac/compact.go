@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -130,20 +129,10 @@ history --prune removes it. Open and missing slots are never compacted.`,
 	}
 	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series NAME, e.g. PT5M")
 	cmd.Flags().StringVar(&before, "before", "", "compact the slots ending at or before this time: RFC 3339, or a local date/time in the series' zone (UTC for every series)")
-	cmd.Flags().StringVar(&olderThan, "older-than", "", "compact the slots ending more than this long ago: days (90d), or a duration (PT2160H, 36h)")
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "compact the slots ending more than this long ago: "+input.DurationSyntax)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count the finished slots that would be compacted; change nothing")
 	return cmd
 }
 
-// parseAge reads --older-than: a whole number of days (90d), or what
-// parseDuration reads.
-func parseAge(text string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(text, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 || n > 100_000 {
-			return 0, usagef("--older-than %q: expected a number of days such as 90d, or a duration such as PT36H", text)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	return parseDuration("older-than", text)
-}
+// parseAge reads --older-than, a duration (see input.ParseDuration).
+func parseAge(text string) (time.Duration, error) { return durationFlag("--older-than", text) }

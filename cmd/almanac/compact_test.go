@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
 // TestCompactCommand compacts one series then every series, keeps their
@@ -107,4 +109,37 @@ func TestMigrateStagedAndBelowCompaction(t *testing.T) {
 
 	requireOK(t, cli(t, "--schema", schema, "migrate", "down", "--to", "2", "--discard", "--yes"))
 	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
+}
+
+// TestOneDurationSyntax: every duration flag reads Go's syntax, days and
+// ISO 8601 alike, and says what it expected when it cannot.
+func TestOneDurationSyntax(t *testing.T) {
+	schema := coverageSchema(t)
+	for _, age := range []string{"90d", "1d2h", "P1D", "PT36H", "36h", "P1W"} {
+		r := cli(t, "--schema", schema, "compact", "--older-than", age, "--dry-run")
+		requireOK(t, r)
+		require.Contains(t, r.stdout, "dry run: would compact", age)
+	}
+	for _, tt := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"compact", "--older-than", "P1M", "--dry-run"}, "", `almanac: --older-than "P1M": years and months have no fixed length; use days (P30D, 30d)`},
+		{[]string{"compact", "--older-than", "1.5d", "--dry-run"}, "", `almanac: --older-than "1.5d": expected a length of time, e.g. 90s, 10m, 1h30m, 2d, 1d12h, or ISO 8601 PT10M, P1D; a day is 24 hours`},
+		{[]string{"--retry-timeout", "soon", "series", "list"}, "", `almanac: --retry-timeout "soon": expected a length of time`},
+		{[]string{"--retry-timeout", "0s", "series", "list"}, "", `almanac: --retry-timeout "0s": expected a positive duration such as 30s`},
+		{[]string{"series", "list"}, "P1M", `almanac: ALMANAC_RETRY_TIMEOUT "P1M": years and months`},
+	} {
+		env := map[string]string{"DATABASE_URL": pgtest.URL(t)}
+		if tt.env != "" {
+			env["ALMANAC_RETRY_TIMEOUT"] = tt.env
+		}
+		r := cliEnv(t, env, append([]string{"--schema", schema}, tt.args...)...)
+		require.Equal(t, 2, r.code, "%q: %s", tt.args, r.stderr)
+		require.True(t, strings.HasPrefix(r.stderr, tt.want), "%q: %s", tt.args, r.stderr)
+	}
+	for _, ok := range []string{"1d", "PT90S", "90s"} {
+		requireOK(t, cli(t, "--schema", schema, "--retry-timeout", ok, "series", "list"))
+	}
 }

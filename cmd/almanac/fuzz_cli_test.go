@@ -162,7 +162,7 @@ var flagCases = []flagCase{
 		return err
 	}, true},
 	{"--retry-timeout", func(v string) []string { return []string{eq("retry-timeout", v), "migrate", "sql"} }, func(v string) error {
-		d, err := time.ParseDuration(v)
+		d, err := input.ParseDuration(v)
 		if err == nil && d <= 0 {
 			err = errors.New("not positive")
 		}
