@@ -204,7 +204,7 @@ func TestBadInputBinary(t *testing.T) {
 
 		// history
 		bad("expects a series NAME and a SLOT, got 1", s("history", "sensor")...),
-		bad(`--interval is required when SLOT "2026-03-01T00:00:00Z" does not name its interval`, s("history", "sensor", "2026-03-01T00:00:00Z")...),
+		bad(`no series is named "nosuch"; register it with almanac series add nosuch --interval P`, s("history", "nosuch", "2026-03-01T00:00:00Z")...),
 		bad(`SLOT "2026-03-01T00:00:00Z/PT1H" is a PT1H slot but --interval is PT5M`, s("history", "sensor", "2026-03-01T00:00:00Z/PT1H", "--interval", "PT5M")...),
 		bad(`"garbage"`, s("history", "sensor", "garbage", "--interval", "PT5M")...),
 		bad(`"2026-02-29"`, s("history", "sensor", "2026-02-29", "--interval", "PT5M")...),

@@ -30,7 +30,7 @@ func TestCompactCommand(t *testing.T) {
 		{`"yesterday"`, []string{"--before", "yesterday"}},
 		{"needs a series NAME", []string{"--interval", "PT5M", "--before", "2026-03-01"}},
 		{"not found", []string{"nope", "--interval", "PT5M", "--before", "2026-03-01"}},
-		{"--interval is required", []string{"sensor", "--before", "2026-03-01"}},
+		{`no series is named "nope"`, []string{"nope", "--before", "2026-03-01"}},
 		{"at most one series NAME", []string{"sensor", "billing", "--before", "2026-03-01"}},
 	} {
 		args := append([]string{"--schema", schema, "compact"}, tt.args...)
@@ -142,4 +142,43 @@ func TestOneDurationSyntax(t *testing.T) {
 	for _, ok := range []string{"1d", "PT90S", "90s"} {
 		requireOK(t, cli(t, "--schema", schema, "--retry-timeout", ok, "series", "list"))
 	}
+}
+
+// TestIntervalFromTheName: --interval may be left out when the name has
+// one interval; a wrong one says which the series has instead of inviting
+// a second registration; --slot takes a slot's start as a plain time.
+func TestIntervalFromTheName(t *testing.T) {
+	schema := coverageSchema(t)
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "billing", "--interval", "P1D", "--tz", "Europe/Berlin"))
+	requireOK(t, cli(t, "--schema", schema, "materialize", "billing", "--from", "2026-12-01", "--to", "2027-01-01"))
+
+	r := cli(t, "--schema", schema, "status", "billing", "--interval", "PT24H")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "almanac: series not found: series \"billing\" has no interval PT24H; it exists with interval P1D: use --interval P1D\n", r.stderr)
+	require.NotContains(t, r.stderr, "register")
+
+	r = cli(t, "--schema", schema, "status", "billing")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "billing P1D (Europe/Berlin)")
+
+	r = cli(t, "--schema", schema, "skip", "billing", "--slot", "2026-12-25", "--reason", "holiday")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "skipped 1 slot(s) of billing P1D (Europe/Berlin) in [2026-12-25T00:00:00+01:00, 2026-12-26T00:00:00+01:00)")
+	r = cli(t, "--schema", schema, "skip", "billing", "--slot", "2026-12-26T13:00", "--reason", "holiday")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, `almanac: --slot "2026-12-26T13:00" is not the start of a P1D slot of billing; the slot holding it is 2026-12-26T00:00:00+01:00/P1D`+"\n", r.stderr)
+	r = cli(t, "--schema", schema, "skip", "billing", "--slot", "someday", "--reason", "holiday")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, `almanac: --slot "someday": `)
+
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "billing", "--interval", "PT1H"))
+	r = cli(t, "--schema", schema, "status", "billing")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "almanac: series \"billing\" has 2 intervals, P1D, PT1H: choose one with --interval\n", r.stderr)
+	r = cli(t, "--schema", schema, "status", "billing", "--interval", "PT5M")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "it exists with intervals P1D, PT1H: use --interval P1D")
+	r = cli(t, "--schema", schema, "status", "nope", "--interval", "PT5M")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "almanac: series not found: no series is named \"nope\"; register it with almanac series add nope --interval PT5M (see almanac series list)\n", r.stderr)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,12 +53,13 @@ func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
 	if err := input.CheckName(name); err != nil {
 		return slot.Interval{}, usageError(err)
 	}
-	if f.interval == "" {
-		return slot.Interval{}, usagef("--interval is required, e.g. --interval PT5M")
-	}
-	iv, err := slot.ParseInterval(f.interval)
-	if err != nil {
-		return slot.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
+	// Without --interval, openSeries takes the name's only interval.
+	var iv slot.Interval
+	if f.interval != "" {
+		var err error
+		if iv, err = slot.ParseInterval(f.interval); err != nil {
+			return slot.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
+		}
 	}
 	if needRange && (f.from == "" || f.to == "") {
 		return slot.Interval{}, usagef("--from and --to are required, e.g. --from 2026-03-01 --to 2026-03-02")
@@ -122,10 +124,12 @@ func (a *app) openRange(ctx context.Context, rf *rangeFlags, name string) (c *al
 	return c, s, from, to, err
 }
 
-// openSeries connects and loads the series. The client records changes in
-// the history as made by --actor (default: the operator, user@host). An
+// openSeries connects and loads the series (name, iv); a zero iv (no
+// --interval) means the name's only interval. The client records changes
+// in the history as made by --actor (default: the operator, user@host). An
 // unknown series is bad input (exit 2), like any other name that does not
-// exist.
+// exist; the error names the intervals the name has, if any, so that a
+// series registered as P1D is not registered again as PT24H.
 func (a *app) openSeries(ctx context.Context, name string, iv slot.Interval) (*almanac.Client, almanac.Series, error) {
 	if err := input.CheckActor(a.actor); err != nil {
 		return nil, almanac.Series{}, usageError(fmt.Errorf("--actor: %w", err))
@@ -134,11 +138,50 @@ func (a *app) openSeries(ctx context.Context, name string, iv slot.Interval) (*a
 	if err != nil {
 		return nil, almanac.Series{}, err
 	}
-	info, err := c.LookupSeries(ctx, name, iv.String())
-	if errors.Is(err, almanac.ErrUnknownSeries) {
-		return nil, almanac.Series{}, usageError(err)
+	if iv != (slot.Interval{}) {
+		info, err := c.LookupSeries(ctx, name, iv.String())
+		if !errors.Is(err, almanac.ErrUnknownSeries) {
+			return c, info.Series, err
+		}
 	}
-	return c, info.Series, err
+	all, err := c.ListSeries(ctx)
+	if err != nil {
+		return nil, almanac.Series{}, err
+	}
+	var intervals []string
+	var only almanac.Series
+	for _, s := range all {
+		if s.Series.Name() == name {
+			intervals = append(intervals, s.Series.Interval().String())
+			only = s.Series
+		}
+	}
+	shown := strconv.Quote(name)
+	switch {
+	case len(intervals) == 0 && iv == (slot.Interval{}):
+		return nil, almanac.Series{}, usageError(fmt.Errorf("%w: no series is named %s; register it with almanac series add %s --interval P (see almanac series list)",
+			almanac.ErrUnknownSeries, shown, shellWord(name)))
+	case len(intervals) == 0:
+		return nil, almanac.Series{}, usageError(fmt.Errorf("%w: no series is named %s; register it with almanac series add %s --interval %s (see almanac series list)",
+			almanac.ErrUnknownSeries, shown, shellWord(name), iv))
+	case iv != (slot.Interval{}):
+		return nil, almanac.Series{}, usageError(fmt.Errorf("%w: series %s has no interval %s; it exists with %s %s: use --interval %s",
+			almanac.ErrUnknownSeries, shown, iv, plural(len(intervals), "interval", "intervals"), strings.Join(intervals, ", "), intervals[0]))
+	case len(intervals) > 1:
+		return nil, almanac.Series{}, usagef("series %s has %d intervals, %s: choose one with --interval", shown, len(intervals), strings.Join(intervals, ", "))
+	}
+	return c, only, nil
+}
+
+// shellWord quotes s for a shell command line a message suggests, when it
+// needs quoting.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r == '-' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // registerActor adds --actor to a command that changes slots.

@@ -205,7 +205,7 @@ func TestCoverageBadInputExitsTwoAndWritesNothing(t *testing.T) {
 		with := func(extra ...string) []string { return append(cmd(name, reason...), extra...) }
 		add("not found", append([]string{"--schema", schema, name, "nope", "--interval", "PT5M"}, append(reason, day...)...)...)
 		add("not found", append([]string{"--schema", schema, name, "sensor", "--interval", "PT1H"}, append(reason, day...)...)...)
-		add("--interval is required", append([]string{"--schema", schema, name, "sensor"}, append(reason, day...)...)...)
+		add(`no series is named "nope"`, append([]string{"--schema", schema, name, "nope"}, append(reason, day...)...)...)
 		add(`"P0D"`, append([]string{"--schema", schema, name, "sensor", "--interval", "P0D"}, append(reason, day...)...)...)
 		add("reversed", with("--from", "2026-03-02T00:00:00Z", "--to", "2026-03-01T00:00:00Z")...)
 		add(`"yesterday"`, with("--from", "yesterday", "--to", "2026-03-01T00:00:00Z")...)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -96,7 +95,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".sensor_reading").Scan(&readings); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "1. %s synthetic readings from 3 sensors over the last %d days\n", thousands(readings), demoDays)
+	fmt.Fprintf(out, "1. %s synthetic readings from 3 sensors over the last %d days\n", num(readings), demoDays)
 	series, err := client.Series(ctx, "sensor_report", "PT5M", almanac.SeriesOptions{})
 	if err != nil {
 		return err
@@ -108,7 +107,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	fmt.Fprintf(out, "2. series sensor_report PT5M, lag PT1M: %s slots materialized for [%s, %s)\n",
-		thousands(res.Inserted), from.Format("2006-01-02 15:04"), to.Format("2006-01-02 15:04Z"))
+		num(res.Inserted), from.Format("2006-01-02 15:04"), to.Format("2006-01-02 15:04Z"))
 
 	// 2. Workers, and crashes.
 	fmt.Fprintf(out, "3. %d instances x %d workers report every window; instances crash mid-slot and backends are killed\n",
@@ -133,7 +132,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	fmt.Fprintf(out, "   all %s windows reported in %.1f s, through %d instance crashes and %d killed backends\n",
-		thousands(res.Slots), chaos.elapsed.Seconds(), chaos.crashes, chaos.kills)
+		num(res.Slots), chaos.elapsed.Seconds(), chaos.crashes, chaos.kills)
 
 	// 3. Late data and a backfill.
 	lateFrom := to.Add(-6 * time.Hour).Truncate(time.Hour)
@@ -170,7 +169,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		n     int64
 	}{{"complete", status.Complete}, {"skip", status.Skip}, {"available", status.Available}, {"in backoff", status.Backoff},
 		{"parked", status.Parked}, {"acquired", status.Acquired}, {"missing", status.Missing}} {
-		fmt.Fprintf(tw, "     %s\t%s\n", row.state, thousands(row.n))
+		fmt.Fprintf(tw, "     %s\t%s\n", row.state, num(row.n))
 	}
 	gaps := "none"
 	if status.Gaps > 0 {
@@ -189,7 +188,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	fmt.Fprintf(out, "\nverified: %s slots, %s report rows, %d duplicates, %d re-opened windows recomputed once (%.1f s)\n",
-		thousands(status.Slots), thousands(rows), duplicates, recomputed, time.Since(began).Seconds())
+		num(status.Slots), num(rows), duplicates, recomputed, time.Since(began).Seconds())
 	if rows != status.Slots || duplicates != 0 || status.Complete != status.Slots || status.Missing != 0 || recomputed != reopened.Changed {
 		return problemError(errors.New("verification failed: the numbers above should match"))
 	}
@@ -362,17 +361,4 @@ func randomSuffix() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// thousands writes n with thousands separators: 2,016.
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

@@ -191,7 +191,7 @@ older ones as they run, and --prune does it now.`,
 			return a.printHistory(grid, h)
 		},
 	}
-	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (needed when SLOT is a time)")
+	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (needed when SLOT is a time and the name has several intervals)")
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete the events older than the schema's retention, of every series")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "with --prune: count what would be deleted; delete nothing")
 	return cmd
@@ -229,7 +229,7 @@ func parseSlotArg(text, interval string) (iv slot.Interval, isSlot bool, err err
 		}
 	}
 	if given == nil {
-		return iv, false, usagef("--interval is required when SLOT %q does not name its interval, e.g. --interval PT5M", text)
+		return iv, isSlot, nil // the name's only interval (openSeries)
 	}
 	return *given, isSlot, nil
 }

@@ -35,11 +35,12 @@ visible. COMPLETE slots are left alone and counted; slots in flight are left
 alone and listed. Each slot skipped is recorded in its history with the reason
 and --actor (see history).
 
---slot takes a slot's text: 2026-03-29T00:00:00+01:00/P1D (start with its
-offset, then the interval or the end).
+--slot takes a slot's text, 2026-03-29T00:00:00+01:00/P1D (start with its
+offset, then the interval or the end), or the slot's start as any other time
+is given: 2026-12-25 is the slot starting at midnight in the series' zone.
 
 ` + rangeHelp,
-		Example: `  almanac skip billing --interval P1D --slot 2026-12-25T00:00:00+01:00/P1D --reason holiday
+		Example: `  almanac skip billing --interval P1D --slot 2026-12-25 --reason holiday
   almanac skip sensor_report --interval PT5M --from 2026-03-01T02:00:00Z --to 2026-03-01T03:00:00Z --reason "sensor outage"`,
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,9 +69,9 @@ offset, then the interval or the end).
 			}
 			var from, to time.Time
 			if slotText != "" {
-				sl, err := grid.ParseSlot(slotText)
+				sl, err := slotAt(grid, slotText)
 				if err != nil {
-					return usageError(fmt.Errorf("--slot: %w", err))
+					return err
 				}
 				from, to = sl.Start, sl.End
 			} else if from, to, err = rf.resolve(grid); err != nil {
@@ -96,19 +97,49 @@ offset, then the interval or the end).
 		},
 	}
 	rf.register(cmd)
-	cmd.Flags().StringVar(&slotText, "slot", "", "the slot to skip, e.g. 2026-12-25T00:00:00+01:00/P1D")
+	cmd.Flags().StringVar(&slotText, "slot", "", "the slot to skip, e.g. 2026-12-25T00:00:00+01:00/P1D, or its start, e.g. 2026-12-25 (in the series' zone)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, stored in the slots' message (required; at most 1 KiB of UTF-8, no control characters but tab and newline)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be skipped; change nothing")
 	a.registerActor(cmd)
 	return cmd
 }
 
-// checkSlotSyntax checks a slot text before the series' grid is known:
-// "<start>/<interval>" or "<start>/<end>", times with offsets.
+// slotAt reads --slot in the series' grid: a slot's text, or the start of
+// a slot as a time (RFC 3339, or a local date or date and time in the
+// series' zone, as --from reads it).
+func slotAt(grid almanac.Series, text string) (slot.Slot, error) {
+	if strings.Contains(text, "/") {
+		sl, err := grid.ParseSlot(text)
+		if err != nil {
+			return sl, usageError(fmt.Errorf("--slot: %w", err))
+		}
+		return sl, nil
+	}
+	t, err := slot.ParseTime(text, grid.Location())
+	if err != nil {
+		return slot.Slot{}, usageError(fmt.Errorf("--slot: %w", err))
+	}
+	sl, err := grid.Floor(t)
+	if err != nil {
+		return sl, usageError(fmt.Errorf("--slot: %w", err))
+	}
+	if !sl.Start.Equal(t) {
+		return sl, usagef("--slot %q is not the start of a %s slot of %s; the slot holding it is %s",
+			text, grid.Interval(), input.PrintableName(grid.Name()), sl)
+	}
+	return sl, nil
+}
+
+// checkSlotSyntax checks --slot before the series' grid is known:
+// "<start>/<interval>", "<start>/<end>" with offsets, or a time (checked
+// as far as it can be without the series' zone).
 func checkSlotSyntax(text string) error {
 	start, rest, ok := strings.Cut(text, "/")
 	if !ok {
-		return usagef("--slot %q: expected <start>/<interval> such as 2026-03-01T00:00:00Z/PT5M", text)
+		if err := slot.CheckTime(text); err != nil {
+			return usageError(fmt.Errorf("--slot %q: %w; expected a slot such as 2026-03-01T00:00:00Z/PT5M or its start", text, err))
+		}
+		return nil
 	}
 	if _, err := slot.ParseTime(start, nil); err != nil {
 		return usageError(fmt.Errorf("--slot %q: %w", text, err))
