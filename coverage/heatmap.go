@@ -80,8 +80,8 @@ type Heatmap struct {
 	Total HeatmapBucket
 	// OldestOpen is the start of the first slot not finished (open, in
 	// flight, failed or parked), zero if none; LastCompleted the
-	// completion time of the newest COMPLETE slot by start (or, if later,
-	// the latest of the compacted ones), zero if none: as in Status.
+	// latest completion time of the COMPLETE slots, stored or compacted,
+	// zero if none: as in Status.
 	OldestOpen, LastCompleted time.Time
 }
 
@@ -100,9 +100,8 @@ type Heatmap struct {
 // Complete is what is left of each bucket's slots. Compacted slots count
 // as they were, COMPLETE or SKIP. A row whose start is not a boundary of
 // the grid (written by another tool) is counted only when open or
-// skipped. LastCompleted is the completion time of the range's newest
-// COMPLETE slot by start (or, if later, of the compacted ones), as in
-// Status. Memory is O(gaps + buckets).
+// skipped. LastCompleted is the latest completion time of the range's
+// COMPLETE slots, stored or compacted, as in Status. Memory is O(gaps + buckets).
 func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (Heatmap, error) {
 	if buckets < 1 || buckets > defaults.MaxHeatmapBuckets {
 		return Heatmap{}, input.Kind(fmt.Sprintf("heatmap buckets %d: expected 1 to %d", buckets, defaults.MaxHeatmapBuckets))

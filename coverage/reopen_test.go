@@ -270,6 +270,18 @@ func TestStatus(t *testing.T) {
 	}, utcStatus(st))
 	require.InDelta(t, 40.0, st.Covered(), 1e-9)
 
+	// "Last completed" is the latest completion, not the completion of the
+	// newest slot: a backfill of an old slot completes last.
+	var oldest time.Time
+	require.NoError(t, f.db.Pool.QueryRow(ctx, "SELECT min(slot_start) FROM "+sqlschema.Quote(f.db.Schema)+".slot WHERE status = 'COMPLETE'").Scan(&oldest))
+	f.exec(`UPDATE {{schema}}.slot SET completed_at = $2 WHERE slot_start = $1`, oldest, lastCompleted.Add(time.Hour))
+	st, err = f.c.Status(ctx, from, to.Add(5*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, lastCompleted.Add(time.Hour).UTC(), st.LastCompleted.UTC())
+	h, err := f.c.Heatmap(ctx, from, to.Add(5*time.Minute), 10)
+	require.NoError(t, err)
+	require.Equal(t, lastCompleted.Add(time.Hour).UTC(), h.LastCompleted.UTC())
+
 	lo, hi, ok, err := f.c.Extent(ctx)
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -92,9 +92,10 @@ func (s Status) Covered() float64 {
 // Compacted slots (see Compact) count as COMPLETE or SKIP, as they were.
 // The counts are of the grid's slots: a row whose start is not a boundary
 // of the grid (written by another tool) is counted only when open or
-// skipped. LastCompleted is the completion time of the newest COMPLETE
-// slot by start (or, if later, of the compacted ones), not of the slot
-// completed last: that would mean reading every row.
+// skipped. LastCompleted is the latest completion time of the range's
+// COMPLETE slots, stored or compacted (whichever slot completed last, not
+// the newest by start); it reads the range's COMPLETE rows, which
+// compaction keeps few.
 func (c *Client) Status(ctx context.Context, from, to time.Time) (Status, error) {
 	from, to, total, err := c.checkRange(from, to)
 	if err != nil {
