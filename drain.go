@@ -40,15 +40,23 @@ func (e *IncompleteError) left() int64 { return e.Failed + e.Parked + e.Ready + 
 func (e *IncompleteError) Error() string {
 	var parts []string
 	for _, p := range []struct {
-		n    int64
-		what string
-	}{{e.Failed, "failed or snoozed, waiting for their retry"}, {e.Parked, "parked after their last attempt"},
-		{e.Ready, "not run yet"}, {e.Held, "held by other workers"}} {
-		if p.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		n         int64
+		one, many string
+	}{{e.Failed, "failed or snoozed, waiting for its retry", "failed or snoozed, waiting for their retry"},
+		{e.Parked, "parked after its last attempt", "parked after their last attempt"},
+		{e.Ready, "not run yet", "not run yet"}, {e.Held, "held by another worker", "held by other workers"}} {
+		switch {
+		case p.n == 1:
+			parts = append(parts, "1 "+p.one)
+		case p.n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.many))
 		}
 	}
-	msg := fmt.Sprintf("%d slots left unfinished: %s", e.left(), strings.Join(parts, ", "))
+	slots := "slots"
+	if e.left() == 1 {
+		slots = "slot"
+	}
+	msg := fmt.Sprintf("%d %s left unfinished: %s", e.left(), slots, strings.Join(parts, ", "))
 	if e.Cause != nil {
 		msg += " (stopped: " + e.Cause.Error() + ")"
 	}

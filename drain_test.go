@@ -57,3 +57,12 @@ func TestDrainCountsOnlyOpenSlots(t *testing.T) {
 		})
 	}
 }
+
+// TestIncompleteErrorGrammar: the counts agree with their nouns.
+func TestIncompleteErrorGrammar(t *testing.T) {
+	require.Equal(t, "1 slot left unfinished: 1 parked after its last attempt", (&IncompleteError{Parked: 1}).Error())
+	require.Equal(t, "4 slots left unfinished: 1 failed or snoozed, waiting for its retry, 2 parked after their last attempt, 1 held by another worker",
+		(&IncompleteError{Failed: 1, Parked: 2, Held: 1}).Error())
+	require.Equal(t, "2 slots left unfinished: 2 not run yet (stopped: context canceled)",
+		(&IncompleteError{Ready: 2, Cause: context.Canceled}).Error())
+}

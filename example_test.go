@@ -639,5 +639,5 @@ func ExampleClient_Drain() {
 	}
 	// Output:
 	// {Completed:22 Skipped:1 Snoozed:0 Failed:0 Parked:1 Abandoned:0}
-	// 1 parked: 1 slots left unfinished: 1 parked after their last attempt
+	// 1 parked: 1 slot left unfinished: 1 parked after its last attempt
 }

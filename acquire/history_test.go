@@ -72,7 +72,7 @@ func TestLockedOutcomesAreRecorded(t *testing.T) {
 		{1, "skipped", 1, owner, fence(1), 1, "holiday"},
 		{2, "snoozed", 1, owner, fence(2), 1, ""},
 		{3, "failed", 1, owner, fence(3), 1, "remote said no"},
-		{4, "parked", 1, owner, fence(4), 1, "gave up after 1 failures: fatal"},
+		{4, "parked", 1, owner, fence(4), 1, "gave up after 1 failure: fatal"},
 	}, f.events())
 }
 

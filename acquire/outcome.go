@@ -160,7 +160,11 @@ func outcomeColumns(r Result) (status string, failCount int, message *string, de
 		return "AVAILABLE", r.Slot.FailCount + 1, text(r.Err.Error()), us(r.Delay), nil, nil
 	case Parked:
 		parked := int64(-1)
-		return "AVAILABLE", r.Slot.FailCount + 1, text("gave up after " + fmt.Sprint(r.Slot.FailCount+1) + " failures: " + r.Err.Error()), &parked, nil, nil
+		failures := "failures"
+		if r.Slot.FailCount+1 == 1 {
+			failures = "failure"
+		}
+		return "AVAILABLE", r.Slot.FailCount + 1, text("gave up after " + fmt.Sprint(r.Slot.FailCount+1) + " " + failures + ": " + r.Err.Error()), &parked, nil, nil
 	}
 	return "", 0, nil, nil, nil, fmt.Errorf("acquire: no columns for outcome %q", r.Outcome)
 }

@@ -120,7 +120,7 @@ func TestRequireStatus(t *testing.T) {
 	almanactest.RequireStatus(t, c, s, at(3), almanactest.Missing)
 
 	msg := fatalOf(t, func(tb testing.TB) { almanactest.RequireStatus(tb, c, s, at(2), almanac.StatusAvailable) })
-	require.Regexp(t, `^almanactest: slot 2026-03-01T02:00:00Z/PT1H of series hourly is PARKED \(attempts 1, fence [1-3], message "gave up after 1 failures: no input"\), want AVAILABLE$`, msg)
+	require.Regexp(t, `^almanactest: slot 2026-03-01T02:00:00Z/PT1H of series hourly is PARKED \(attempts 1, fence [1-3], message "gave up after 1 failure: no input"\), want AVAILABLE$`, msg)
 	msg = fatalOf(t, func(tb testing.TB) { almanactest.RequireStatus(tb, c, s, at(3), almanac.StatusComplete) })
 	require.Equal(t, `almanactest: slot 2026-03-01T03:00:00Z/PT1H of series hourly is MISSING, want COMPLETE`, msg)
 
