@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -158,13 +159,48 @@ func runInput(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if !a.started && !errors.As(err, &ee) {
 		code = exitUsage
 	}
-	if a.jsonLogs() {
+	msg := "almanac: " + oneLine(err.Error())
+	jsonOut, jsonLogs := outputFormats(args)
+	switch {
+	case a.jsonLogs():
 		// almanac run's log is JSON on every line, its last one too.
-		a.jsonLogger(stderr).Error("almanac: "+oneLine(err.Error()), "exit_code", code)
-		return code
+		a.jsonLogger(stderr).Error(msg, "exit_code", code)
+	case a.json || jsonOut:
+		// Scripts that asked for JSON read the error as JSON too.
+		line, _ := json.Marshal(struct {
+			Error    string `json:"error"`
+			ExitCode int    `json:"exit_code"`
+		}{msg, code})
+		fmt.Fprintln(stderr, string(line))
+	case a.logFormat == "json" || jsonLogs:
+		a.jsonLogger(stderr).Error(msg, "exit_code", code)
+	default:
+		fmt.Fprintln(stderr, msg)
 	}
-	fmt.Fprintln(stderr, "almanac: "+oneLine(err.Error()))
 	return code
+}
+
+// outputFormats reads --json and --log-format from the command line
+// before (or without) cobra: the final error and the signal messages
+// follow them even when the command line did not parse. jsonLogs is
+// --log-format json, or --json without --log-format text.
+func outputFormats(args []string) (jsonOut, jsonLogs bool) {
+	format := ""
+	for i, arg := range args {
+		switch {
+		case arg == "--":
+			return jsonOut, format == "json" || format == "" && jsonOut
+		case arg == "--json" || arg == "--json=true":
+			jsonOut = true
+		case arg == "--json=false":
+			jsonOut = false
+		case strings.HasPrefix(arg, "--log-format="):
+			format = strings.TrimPrefix(arg, "--log-format=")
+		case arg == "--log-format" && i+1 < len(args):
+			format = args[i+1]
+		}
+	}
+	return jsonOut, format == "json" || format == "" && jsonOut
 }
 
 // oneLine folds a multi-line error (PostgreSQL details, wrapped causes) onto
@@ -213,12 +249,12 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError(suggestFlag(cmd, err)) })
 	flags := root.PersistentFlags()
 	flags.StringVar(&a.databaseURL, "database-url", "", "PostgreSQL connection URL (default: $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)")
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+sqlschema.Default+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
-	flags.StringVar(&a.poolerText, "pooler", "auto",
+	flags.StringVar(&a.poolerText, "pooler", "",
 		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
 	flags.StringVar(&a.listenURL, "listen-url", "",
 		"a direct connection to the server for LISTEN, when --database-url goes through a pooler in transaction mode (default: $ALMANAC_LISTEN_URL)")
@@ -253,8 +289,8 @@ func (a *app) resolveGlobals(cmd *cobra.Command) error {
 	if err := sqlschema.Check(a.schema); err != nil {
 		return usageError(fmt.Errorf("--schema: %w", err))
 	}
-	if !cmd.Flags().Changed("pooler") && a.getenv("ALMANAC_POOLER") != "" {
-		a.poolerText = a.getenv("ALMANAC_POOLER")
+	if !cmd.Flags().Changed("pooler") {
+		a.poolerText = cmp.Or(a.getenv("ALMANAC_POOLER"), almanac.PoolerAuto.String())
 	}
 	var err error
 	if a.pooler, err = parsePooler(a.poolerText); err != nil {
@@ -344,6 +380,12 @@ func validLevel(text string) bool {
 // error that names the stray word.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it applies only to its own errors
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			return usagef("unknown command %q for %q; did you mean %q? See %q", args[0], cmd.CommandPath(), s[0], cmd.CommandPath()+" --help")
+		}
 		return usagef("unknown command %q for %q; see %q", args[0], cmd.CommandPath(), cmd.CommandPath()+" --help")
 	}
 	return nil
@@ -353,7 +395,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usagef("%s expects %s, got %d argument(s); see %q", cmd.CommandPath(), what, len(args), cmd.CommandPath()+" --help")
+			return usagef("%s expects %s, got %s; see %q", cmd.CommandPath(), what, nouns(len(args), "argument", "arguments"), cmd.CommandPath()+" --help")
 		}
 		return nil
 	}

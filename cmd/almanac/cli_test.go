@@ -346,7 +346,7 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, r.stdout, "  almanac --schema "+m[1]+" serve")
 	st := cli(t, strings.Fields(status[1])...)
 	requireOK(t, st)
-	require.Contains(t, st.stdout, "complete        2016")
+	require.Contains(t, st.stdout, "complete        2,016")
 }
 
 // TestDefaultDatabase: without DATABASE_URL every command uses

@@ -120,10 +120,10 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				return a.printJSON(compactResult{DryRun: dryRun, Before: by, Series: n, Compacted: res.Changed, Ranges: res.Ranges})
 			}
 			if dryRun {
-				fmt.Fprintf(a.stdout, "dry run: would compact %d finished slot(s) of %d series ending by %s\n", res.Changed, n, by)
+				fmt.Fprintf(a.stdout, "dry run: would compact %s of %s ending by %s\n", nouns(res.Changed, "finished slot", "finished slots"), num(n)+" series", by)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "compacted %d finished slot(s) of %d series ending by %s; %d compacted range(s)\n", res.Changed, n, by, res.Ranges)
+			fmt.Fprintf(a.stdout, "compacted %s of %s ending by %s; %s\n", nouns(res.Changed, "finished slot", "finished slots"), num(n)+" series", by, nouns(res.Ranges, "compacted range", "compacted ranges"))
 			return nil
 		},
 	}

@@ -51,7 +51,7 @@ func TestCompactCommand(t *testing.T) {
 	// Every series, by age: the rest of the finished slots.
 	r := cli(t, "--schema", schema, "compact", "--older-than", "PT24H")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "compacted 12 finished slot(s) of 2 series")
+	require.Contains(t, r.stdout, "compacted 12 finished slots of 2 series")
 	st := decode[statusResult](t, cli(t, append([]string{"--schema", schema, "--json", "status", "sensor", "--interval", "PT5M"}, day...)...))
 	require.Equal(t, int64(24), st.Complete, "compacted slots are still complete")
 	require.Equal(t, int64(264), st.Available)
@@ -163,7 +163,7 @@ func TestIntervalFromTheName(t *testing.T) {
 
 	r = cli(t, "--schema", schema, "skip", "billing", "--slot", "2026-12-25", "--reason", "holiday")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "skipped 1 slot(s) of billing P1D (Europe/Berlin) in [2026-12-25T00:00:00+01:00, 2026-12-26T00:00:00+01:00)")
+	require.Contains(t, r.stdout, "skipped 1 slot of billing P1D (Europe/Berlin) in [2026-12-25T00:00:00+01:00, 2026-12-26T00:00:00+01:00)")
 	r = cli(t, "--schema", schema, "skip", "billing", "--slot", "2026-12-26T13:00", "--reason", "holiday")
 	require.Equal(t, 2, r.code, r.stderr)
 	require.Equal(t, `almanac: --slot "2026-12-26T13:00" is not the start of a P1D slot of billing; the slot holding it is 2026-12-26T00:00:00+01:00/P1D`+"\n", r.stderr)

@@ -103,8 +103,8 @@ func (f *rangeFlags) checkSize(grid almanac.Series, from, to time.Time) error {
 		return usageError(err)
 	}
 	if n > f.maxSlots {
-		return usageError(fmt.Errorf("%w: [%s, %s) holds %d %s slots, more than the maximum of %d; raise --max-slots to %d to allow it",
-			errTooManySlots, slot.FormatTime(from), slot.FormatTime(to), n, grid.Interval(), f.maxSlots, n))
+		return usageError(fmt.Errorf("%w: [%s, %s) holds %s %s slots, more than the maximum of %s; raise --max-slots to %d to allow it",
+			errTooManySlots, slot.FormatTime(from), slot.FormatTime(to), num(n), grid.Interval(), num(f.maxSlots), n))
 	}
 	return nil
 }
@@ -278,7 +278,7 @@ func printHeld(w io.Writer, grid almanac.Series, held []almanac.Held) error {
 	if len(held) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "%d slot(s) in flight were left alone:\n", len(held))
+	fmt.Fprintf(w, "%s in flight %s left alone:\n", nouns(len(held), "slot", "slots"), plural(len(held), "was", "were"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tSTATUS\tHELD BY")
 	for _, h := range toHeldJSON(grid, held) {

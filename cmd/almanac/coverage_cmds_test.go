@@ -85,7 +85,7 @@ func TestCoverageCommands(t *testing.T) {
 	require.Equal(t, notCompleteJSON{Available: 142, Backoff: 1, Parked: 1, Acquired: 1}, g.NotComplete)
 	r = cli(t, sensor("gaps", append(day, "--fail-on-gaps")...)...)
 	require.Equal(t, 1, r.code, r.stderr)
-	require.Contains(t, r.stderr, "24 slot(s) missing in 1 gap(s)")
+	require.Contains(t, r.stderr, "24 slots missing in 1 gap")
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &g), "the report is printed before exiting 1")
 	r = cli(t, append([]string{"--schema", schema, "gaps", "sensor", "--interval", "PT5M"}, day...)...)
 	requireOK(t, r)
@@ -130,7 +130,7 @@ func TestCoverageCommands(t *testing.T) {
 	leftAlone := func(r result) reopenResult {
 		t.Helper()
 		require.Equal(t, 1, r.code, r.stderr)
-		require.Equal(t, "almanac: reopen: left 1 slot(s) in flight alone; reopen them once they finish\n", r.stderr)
+		require.Equal(t, `{"error":"almanac: reopen: left 1 slot in flight alone; reopen it once it finishes","exit_code":1}`+"\n", r.stderr, "under --json the error is JSON")
 		var ro reopenResult
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &ro), r.stdout)
 		return ro
@@ -143,7 +143,7 @@ func TestCoverageCommands(t *testing.T) {
 	require.Len(t, ro.Held, 1)
 	r = cli(t, append([]string{"--schema", schema, "reopen", "sensor", "--interval", "PT5M", "--parked"}, day...)...)
 	require.Equal(t, 1, r.code, r.stderr)
-	require.Contains(t, r.stdout, "reopened 2 slot(s) of sensor PT5M (UTC) in [2026-03-01T00:00:00Z, 2026-03-02T00:00:00Z)")
+	require.Contains(t, r.stdout, "reopened 2 slots of sensor PT5M (UTC) in [2026-03-01T00:00:00Z, 2026-03-02T00:00:00Z)")
 	require.Contains(t, r.stdout, "2026-03-01T06:00:00Z/PT5M  ACQUIRED  lease of 6ba7b810-9dad-11d1-80b4-00c04fd430c8 until 2030-01-01T00:00:00Z")
 	ro = decode[reopenResult](t, cli(t, sensor("reopen", "--from", "2026-03-01T00:00:00Z", "--to", "2026-03-01T00:05:00Z", "--states", "skip")...))
 	require.Equal(t, reopenResult{rangeJSON: rangeJSON{"sensor", "PT5M", "2026-03-01T00:00:00Z", "2026-03-01T00:05:00Z"}, Reopened: 0, Held: []heldJSON{}}, ro,

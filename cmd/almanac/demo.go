@@ -131,8 +131,8 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "   all %s windows reported in %.1f s, through %d instance crashes and %d killed backends\n",
-		num(res.Slots), chaos.elapsed.Seconds(), chaos.crashes, chaos.kills)
+	fmt.Fprintf(out, "   all %s windows reported in %.1f s, through %s and %s\n",
+		num(res.Slots), chaos.elapsed.Seconds(), nouns(chaos.crashes, "instance crash", "instance crashes"), nouns(chaos.kills, "killed backend", "killed backends"))
 
 	// 3. Late data and a backfill.
 	lateFrom := to.Add(-6 * time.Hour).Truncate(time.Hour)
@@ -148,14 +148,14 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "4. late data for %s to %s: re-opened %d windows", lateFrom.Format("Jan 2 15:04"), lateTo.Format("15:04"), reopened.Changed)
+	fmt.Fprintf(out, "4. late data for %s to %s: re-opened %s", lateFrom.Format("Jan 2 15:04"), lateTo.Format("15:04"), nouns(reopened.Changed, "window", "windows"))
 	if _, err := runDemoWorkers(ctx, pool, schema, job, func() bool {
 		st, err := client.Status(ctx, series, lateFrom, lateTo)
 		return err == nil && st.Complete == reopened.Changed
 	}); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, ", recomputed in %d ms\n", time.Since(reopenedAt).Milliseconds())
+	fmt.Fprintf(out, ", recomputed in %s ms\n", num(time.Since(reopenedAt).Milliseconds()))
 
 	// 4. Coverage and verification.
 	status, err := client.Status(ctx, series, from, to)
@@ -173,7 +173,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 	gaps := "none"
 	if status.Gaps > 0 {
-		gaps = fmt.Sprint(status.Gaps)
+		gaps = num(status.Gaps)
 	}
 	fmt.Fprintf(tw, "     gaps\t%s\n", gaps)
 	if err := tw.Flush(); err != nil {
@@ -187,8 +187,9 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nverified: %s slots, %s report rows, %d duplicates, %d re-opened windows recomputed once (%.1f s)\n",
-		num(status.Slots), num(rows), duplicates, recomputed, time.Since(began).Seconds())
+	fmt.Fprintf(out, "\nverified: %s, %s, %s, %s recomputed once (%.1f s)\n",
+		nouns(status.Slots, "slot", "slots"), nouns(rows, "report row", "report rows"), nouns(duplicates, "duplicate", "duplicates"),
+		nouns(recomputed, "re-opened window", "re-opened windows"), time.Since(began).Seconds())
 	if rows != status.Slots || duplicates != 0 || status.Complete != status.Slots || status.Missing != 0 || recomputed != reopened.Changed {
 		return problemError(errors.New("verification failed: the numbers above should match"))
 	}

@@ -126,9 +126,9 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 			if err != nil || len(list) == 0 {
 				return err
 			}
-			what := fmt.Sprintf("%d failed or parked slot(s)", len(list))
+			what := nouns(len(list), "failed or parked slot", "failed or parked slots")
 			if more {
-				what = fmt.Sprintf("more than %d failed or parked slots", len(list))
+				what = "more than " + what
 			}
 			return problemError(fmt.Errorf("%s; see almanac history NAME SLOT, and almanac retry to run them again", what))
 		},
@@ -154,7 +154,7 @@ func (a *app) printFailures(res failuresResult) error {
 		} else if f.RetryAt != nil {
 			retry = *f.RetryAt
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", input.PrintableName(f.Name), f.Slot, state, f.Attempts, f.FailCount,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", input.PrintableName(f.Name), f.Slot, state, num(f.Attempts), num(f.FailCount),
 			retry, f.At, shown(f.Message))
 	}
 	if res.More {

@@ -119,6 +119,9 @@ var flagCases = []flagCase{
 		return err
 	}, false},
 	{"gaps --interval", func(v string) []string { return withDay("gaps", "sensor", eq("interval", v)) }, func(v string) error {
+		if v == "" {
+			return nil // the name's only interval
+		}
 		_, err := slot.ParseInterval(v)
 		return err
 	}, true},

@@ -70,7 +70,7 @@ missing, for monitoring.
 				return err
 			}
 			if failOnGaps && res.Missing > 0 {
-				return problemError(fmt.Errorf("%d slot(s) missing in %d gap(s) in %s", res.Missing, len(res.Gaps), describeRange(grid, from, to)))
+				return problemError(fmt.Errorf("%s missing in %s in %s", nouns(res.Missing, "slot", "slots"), nouns(len(res.Gaps), "gap", "gaps"), describeRange(grid, from, to)))
 			}
 			return nil
 		},
@@ -85,20 +85,20 @@ func (a *app) printGaps(res gapsResult, what string) error {
 		return a.printJSON(res)
 	}
 	if len(res.Gaps) == 0 {
-		fmt.Fprintf(a.stdout, "no gaps: all %d slots of %s exist\n", res.Slots, what)
+		fmt.Fprintf(a.stdout, "no gaps: %s of %s %s\n", plural(res.Slots, "the 1 slot", "all "+nouns(res.Slots, "slot", "slots")), what, plural(res.Slots, "exists", "exist"))
 	} else {
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "GAP START\tGAP END\tSLOTS")
 		for _, g := range res.Gaps {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Start, g.End, g.Slots)
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Start, g.End, num(g.Slots))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "%d gap(s): %d of %d slots of %s missing\n", len(res.Gaps), res.Missing, res.Slots, what)
+		fmt.Fprintf(a.stdout, "%s: %s of %s of %s missing\n", nouns(len(res.Gaps), "gap", "gaps"), num(res.Missing), nouns(res.Slots, "slot", "slots"), what)
 	}
 	nc := res.NotComplete
-	fmt.Fprintf(a.stdout, "not complete: %d available, %d in backoff, %d parked, %d acquired, %d skipped\n",
-		nc.Available, nc.Backoff, nc.Parked, nc.Acquired, nc.Skip)
+	fmt.Fprintf(a.stdout, "not complete: %s available, %s in backoff, %s parked, %s acquired, %s skipped\n",
+		num(nc.Available), num(nc.Backoff), num(nc.Parked), num(nc.Acquired), num(nc.Skip))
 	return nil
 }

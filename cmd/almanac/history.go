@@ -152,7 +152,7 @@ older ones as they run, and --prune does it now.`,
 				if dryRun {
 					verb = "dry run: would prune"
 				}
-				fmt.Fprintf(a.stdout, "%s %d history event(s) older than the retention\n", verb, n)
+				fmt.Fprintf(a.stdout, "%s %s older than the retention\n", verb, nouns(n, "history event", "history events"))
 				return nil
 			}
 			if dryRun {

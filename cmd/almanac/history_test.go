@@ -77,7 +77,7 @@ func TestHistoryCommand(t *testing.T) {
 	require.Equal(t, pruneResult{DryRun: true, Pruned: 1}, p)
 	r = cli(t, s("history", "--prune")...)
 	requireOK(t, r)
-	require.Equal(t, "pruned 1 history event(s) older than the retention\n", r.stdout)
+	require.Equal(t, "pruned 1 history event older than the retention\n", r.stdout)
 	h = decode[historyResult](t, cli(t, s("--json", "history", "billing", "2026-03-01T00:00:00+01:00/P1D")...))
 	require.Len(t, h.Events, 2)
 

@@ -37,11 +37,11 @@ func TestMessagesSayWhatWasReadAndHow(t *testing.T) {
 
 	r = cli(t, billing("skip", "--from", "2026-03-01", "--to", "2026-03-03", "--reason", "holiday", "--dry-run")...)
 	requireOK(t, r)
-	require.Equal(t, "dry run: would skip 0 slot(s) of billing P1D (Europe/Berlin) in [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00)"+
-		" and would insert 2 missing one(s) as SKIP; left alone: 0 complete, 0 already skipped\n", r.stdout)
+	require.Equal(t, "dry run: would skip 0 slots of billing P1D (Europe/Berlin) in [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00)"+
+		" and would insert 2 missing slots as SKIP; left alone: 0 complete, 0 already skipped\n", r.stdout)
 	r = cli(t, billing("skip", "--from", "2026-03-01", "--to", "2026-03-03", "--reason", "holiday")...)
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "skipped 0 slot(s) of billing P1D (Europe/Berlin) in [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00) and inserted 2 missing one(s)")
+	require.Contains(t, r.stdout, "skipped 0 slots of billing P1D (Europe/Berlin) in [2026-03-01T00:00:00+01:00, 2026-03-03T00:00:00+01:00) and inserted 2 missing slots")
 	for _, cmd := range [][]string{{"materialize", "--dry-run"}, {"reopen", "--dry-run"}, {"retry", "--dry-run"}, {"gaps"}} {
 		r := cli(t, billing(cmd[0], append([]string{"--from", "2026-03-01", "--to", "2026-03-03"}, cmd[1:]...)...)...)
 		requireOK(t, r)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +20,11 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	if _, jsonLogs := outputFormats(os.Args[1:]); jsonLogs {
+		// With JSON logs, every line on stderr is a record, the signal
+		// notices of every command too (almanac run sets its own).
+		signalLog.Store(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+	}
 	go func() {
 		// The first signal asks for a graceful stop; a second one means now.
 		sig := <-signals

@@ -50,7 +50,7 @@ processes at once; each slot is inserted once.
 			if dryRun {
 				verb = "dry run: would insert"
 			}
-			fmt.Fprintf(a.stdout, "%s %d of %d slots of %s; %d existed\n", verb, out.Inserted, out.Slots, describeRange(grid, from, to), out.Existing)
+			fmt.Fprintf(a.stdout, "%s %s of %s of %s; %s\n", verb, num(out.Inserted), nouns(out.Slots, "slot", "slots"), describeRange(grid, from, to), num(out.Existing)+" "+plural(out.Existing, "existed", "existed"))
 			return nil
 		},
 	}

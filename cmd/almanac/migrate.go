@@ -319,6 +319,13 @@ func (a *app) migrateSQLCommand() *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
+			if a.json {
+				return a.printJSON(struct {
+					Schema  string `json:"schema"`
+					Version int    `json:"version"`
+					SQL     string `json:"sql"`
+				}{a.schema, migrations.Latest(), text})
+			}
 			_, err = fmt.Fprint(a.stdout, text)
 			return err
 		},

@@ -138,7 +138,7 @@ func TestFailuresCommand(t *testing.T) {
 	require.Contains(t, r.stdout, "2026-03-01T02:00:00Z/PT1H")
 	require.Contains(t, r.stdout, "parked")
 	require.Contains(t, r.stdout, "disk full")
-	require.Contains(t, r.stderr, "2 failed or parked slot(s)")
+	require.Contains(t, r.stderr, "2 failed or parked slots")
 
 	r = cli(t, "--schema", schema, "failures", "fails", "--from", "2026-03-01T03:00", "--json")
 	require.Equal(t, exitProblem, r.code, r.stderr)

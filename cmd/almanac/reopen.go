@@ -66,11 +66,11 @@ notice: re-open them once they finish.
 				if dryRun {
 					verb = "dry run: would reopen"
 				}
-				fmt.Fprintf(a.stdout, "%s %d slot(s) of %s\n", verb, res.Changed, describeRange(grid, from, to))
+				fmt.Fprintf(a.stdout, "%s %s of %s\n", verb, nouns(res.Changed, "slot", "slots"), describeRange(grid, from, to))
 				err = printHeld(a.stdout, grid, res.Held)
 			}
 			if err == nil && len(res.Held) > 0 {
-				err = problemError(fmt.Errorf("reopen: left %d slot(s) in flight alone; reopen them once they finish", len(res.Held)))
+				err = problemError(fmt.Errorf("reopen: left %s in flight alone; reopen %s once %s", nouns(len(res.Held), "slot", "slots"), plural(len(res.Held), "it", "them"), plural(len(res.Held), "it finishes", "they finish")))
 			}
 			return err
 		},

@@ -49,7 +49,7 @@ recorded in its history with --actor (see history).
 			if dryRun {
 				verb = "dry run: would retry"
 			}
-			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s now (%d were parked)\n", verb, res.Changed, describeRange(grid, from, to), res.Unparked)
+			fmt.Fprintf(a.stdout, "%s %s of %s now (%s parked)\n", verb, nouns(res.Changed, "slot", "slots"), describeRange(grid, from, to), num(res.Unparked)+" "+plural(res.Unparked, "was", "were"))
 			return printHeld(a.stdout, grid, res.Held)
 		},
 	}

@@ -304,7 +304,7 @@ func (a *app) serve(ctx context.Context, ln net.Listener, h http.Handler, opts w
 		who = append(who, "the token")
 	}
 	if len(opts.Users) > 0 {
-		who = append(who, fmt.Sprintf("%d people's tokens", len(opts.Users)))
+		who = append(who, nouns(len(opts.Users), "person's token", "people's tokens"))
 	}
 	if opts.UserHeader != "" {
 		who = append(who, "the proxy's "+opts.UserHeader)
@@ -313,12 +313,30 @@ func (a *app) serve(ctx context.Context, ln net.Listener, h http.Handler, opts w
 	if opts.AllowActions {
 		mode = "actions allowed with " + strings.Join(who, ", ")
 	}
-	fmt.Fprintf(a.stderr, "almanac: serving the coverage page on http://%s/ (%s)\n", ln.Addr(), mode)
+	url := fmt.Sprintf("http://%s/", ln.Addr())
+	exposed := false
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-		fmt.Fprintf(a.stderr, "almanac: %s is reachable from other machines; put TLS in front of it\n", ln.Addr())
+		exposed = true
 	}
-	if opts.UserHeader != "" {
-		fmt.Fprintf(a.stderr, "almanac: whoever sets %s acts as the name it holds: only an authenticating proxy that sets it, and removes it from what clients send, may reach %s\n", opts.UserHeader, ln.Addr())
+	if a.logFormat == "json" {
+		// Every line on stderr is a record: the start line is one too.
+		log := a.logger()
+		log.Info("almanac: serving the coverage page", "url", url, "mode", mode, "database", a.target)
+		if exposed {
+			log.Warn("almanac: reachable from other machines; put TLS in front of it", "addr", ln.Addr().String())
+		}
+		if opts.UserHeader != "" {
+			log.Warn("almanac: whoever sets the user header acts as the name it holds: only an authenticating proxy that sets it, and removes it from what clients send, may reach the server",
+				"header", opts.UserHeader, "addr", ln.Addr().String())
+		}
+	} else {
+		fmt.Fprintf(a.stderr, "almanac: serving the coverage page on %s (%s)\n", url, mode)
+		if exposed {
+			fmt.Fprintf(a.stderr, "almanac: %s is reachable from other machines; put TLS in front of it\n", ln.Addr())
+		}
+		if opts.UserHeader != "" {
+			fmt.Fprintf(a.stderr, "almanac: whoever sets %s acts as the name it holds: only an authenticating proxy that sets it, and removes it from what clients send, may reach %s\n", opts.UserHeader, ln.Addr())
+		}
 	}
 	ln = defaultHTTPLimits.listener(ln)
 	done := make(chan error, 1)

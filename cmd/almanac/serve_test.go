@@ -99,7 +99,7 @@ func TestServe(t *testing.T) {
 	}()
 	lines := bufio.NewScanner(stderr)
 	require.True(t, lines.Scan(), "no line on stderr")
-	addr := regexp.MustCompile(`serving the coverage page on (http://127\.0\.0\.1:\d+/) \(actions allowed with the token, 1 people's tokens\)`).FindStringSubmatch(lines.Text())
+	addr := regexp.MustCompile(`serving the coverage page on (http://127\.0\.0\.1:\d+/) \(actions allowed with the token, 1 person's token\)`).FindStringSubmatch(lines.Text())
 	require.NotNil(t, addr, lines.Text())
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 

@@ -91,8 +91,9 @@ is given: 2026-12-25 is the slot starting at midnight in the series' zone.
 			if dryRun {
 				skipped, inserted = "dry run: would skip", "would insert"
 			}
-			fmt.Fprintf(a.stdout, "%s %d slot(s) of %s and %s %d missing one(s) as SKIP; left alone: %d complete, %d already skipped\n",
-				skipped, res.Changed-res.Inserted, describeRange(grid, from, to), inserted, res.Inserted, res.Complete, res.AlreadySkipped)
+			fmt.Fprintf(a.stdout, "%s %s of %s and %s %s as SKIP; left alone: %s complete, %s already skipped\n",
+				skipped, nouns(res.Changed-res.Inserted, "slot", "slots"), describeRange(grid, from, to), inserted, nouns(res.Inserted, "missing slot", "missing slots"),
+				num(res.Complete), num(res.AlreadySkipped))
 			return printHeld(a.stdout, grid, res.Held)
 		},
 	}

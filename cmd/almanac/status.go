@@ -133,16 +133,16 @@ func (a *app) printStatus(grid almanac.Series, res statusResult) error {
 	if res.From == nil {
 		fmt.Fprintf(tw, "range\tno slots stored\n")
 	} else {
-		fmt.Fprintf(tw, "range\t[%s, %s)  %d slots\n", *res.From, *res.To, res.Slots)
+		fmt.Fprintf(tw, "range\t[%s, %s)  %s\n", *res.From, *res.To, nouns(res.Slots, "slot", "slots"))
 	}
 	fmt.Fprintf(tw, "covered\t%.1f %%\n", res.CoveredPercent)
-	fmt.Fprintf(tw, "complete\t%d\n", res.Complete)
-	fmt.Fprintf(tw, "skipped\t%d\n", res.Skip)
-	fmt.Fprintf(tw, "available\t%d\n", res.Available)
-	fmt.Fprintf(tw, "in backoff\t%d\n", res.Backoff)
-	fmt.Fprintf(tw, "parked\t%d\n", res.Parked)
-	fmt.Fprintf(tw, "acquired\t%d (%d lease(s) expired)\n", res.Acquired, res.LeaseExpired)
-	fmt.Fprintf(tw, "missing\t%d in %d gap(s), first at %s\n", res.Missing, res.Gaps, orNone(res.FirstMissing))
+	fmt.Fprintf(tw, "complete\t%s\n", num(res.Complete))
+	fmt.Fprintf(tw, "skipped\t%s\n", num(res.Skip))
+	fmt.Fprintf(tw, "available\t%s\n", num(res.Available))
+	fmt.Fprintf(tw, "in backoff\t%s\n", num(res.Backoff))
+	fmt.Fprintf(tw, "parked\t%s\n", num(res.Parked))
+	fmt.Fprintf(tw, "acquired\t%s (%s expired)\n", num(res.Acquired), nouns(res.LeaseExpired, "lease", "leases"))
+	fmt.Fprintf(tw, "missing\t%s in %s, first at %s\n", num(res.Missing), nouns(res.Gaps, "gap", "gaps"), orNone(res.FirstMissing))
 	fmt.Fprintf(tw, "oldest open\t%s\n", orNone(res.OldestOpen))
 	fmt.Fprintf(tw, "last completed\t%s\n", orNone(res.LastCompleted))
 	if n := res.LastNote; n != nil {
