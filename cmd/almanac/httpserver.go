@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/almanacdev/almanac"
 )
@@ -21,16 +24,29 @@ import (
 // The operations endpoints (almanac run --http, and any command that serves
 // HTTP): Prometheus metrics, liveness and readiness.
 
+// serviceName is the OpenTelemetry service.name of the CLI's metrics
+// (target_info{service_name="almanac"}), unless OTEL_SERVICE_NAME or
+// OTEL_RESOURCE_ATTRIBUTES says otherwise.
+const serviceName = "almanac"
+
 // newMetrics returns a meter provider whose metrics a Prometheus scrape of
-// the returned registry reads. The registry is the process's own, not the
-// global one, so nothing else registers into it.
+// the returned registry reads, beside the Go runtime's (go_*) and the
+// process's (process_*: CPU, memory, open files). The registry is the
+// process's own, not the global one, so nothing else registers into it.
 func newMetrics() (*sdkmetric.MeterProvider, *prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics: %w", err)
 	}
-	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)), reg, nil
+	// The environment's attributes come after ours, so they win.
+	res, err := resource.New(context.Background(), resource.WithTelemetrySDK(),
+		resource.WithAttributes(attribute.String("service.name", serviceName)), resource.WithFromEnv())
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res)), reg, nil
 }
 
 // readyTimeout bounds one /readyz check.

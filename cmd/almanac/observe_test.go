@@ -100,6 +100,11 @@ func TestOpsEndpoints(t *testing.T) {
 	require.EqualValues(t, open, metricSum(t, body, "almanac_slots_open", "scraped"))
 	require.EqualValues(t, complete+parked, metricSum(t, body, "almanac_handler_duration_seconds_count", "scraped"))
 	require.Greater(t, metricSum(t, body, "almanac_slots_oldest_open_age_seconds", "scraped"), 0.0)
+	// The runtime and the process are there, and the service has its name.
+	require.Regexp(t, `(?m)^go_goroutines \d+`, body)
+	require.Regexp(t, `(?m)^process_resident_memory_bytes \d`, body)
+	require.Regexp(t, `(?m)^target_info\{.*service_name="almanac"`, body)
+	require.NotContains(t, body, "unknown_service")
 
 	// A schema that is not migrated is not ready, and says why.
 	bare, err := almanac.New(pool, almanac.Options{Schema: freshSchema(t, "cli_bare_")})
