@@ -92,6 +92,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// clock is the time of the messages that depend on it (which failed
+	// slots are overdue); nil means the system clock.
+	clock func() time.Time
 
 	databaseURL string
 	urlFrom     string // where databaseURL came from, for error messages
@@ -201,6 +204,14 @@ func outputFormats(args []string) (jsonOut, jsonLogs bool) {
 		}
 	}
 	return jsonOut, format == "json" || format == "" && jsonOut
+}
+
+// now returns the time by the app's clock.
+func (a *app) now() time.Time {
+	if a.clock != nil {
+		return a.clock()
+	}
+	return time.Now()
 }
 
 // oneLine folds a multi-line error (PostgreSQL details, wrapped causes) onto

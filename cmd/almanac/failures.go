@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -130,7 +131,7 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 			if more {
 				what = "more than " + what
 			}
-			return problemError(fmt.Errorf("%s; see almanac history NAME SLOT, and almanac retry to run them again", what))
+			return problemError(fmt.Errorf("%s: %s; see almanac history NAME SLOT for a slot's story", what, failuresHint(list, a.now())))
 		},
 	}
 	fl := cmd.Flags()
@@ -138,6 +139,60 @@ See 'almanac history NAME SLOT' for a slot's whole story.`,
 	fl.StringVar(&to, "to", "", "list only slots starting before this time")
 	fl.IntVar(&limit, "limit", defaults.FailuresLimit, "list at most this many slots")
 	return cmd
+}
+
+// overdueAfter is how long past its next try a failed slot waits before
+// the CLI says no worker is running: a running worker looks for due slots
+// every few seconds (the coverage page uses the same minute).
+const overdueAfter = time.Minute
+
+// isDue reports whether f waits for no one but a worker: not parked, and
+// its backoff (if any) over at now. Retry leaves such slots alone.
+func isDue(f almanac.Failure, now time.Time) bool {
+	return !f.Parked && !f.NotBefore.After(now)
+}
+
+// failuresHint says what will become of the failed slots listed, as of now:
+// those due for a retry are retried by any running worker, so if they are
+// overdue none is running; those in backoff and the parked ones wait for
+// their time or for almanac retry.
+func failuresHint(list []almanac.Failure, now time.Time) string {
+	var overdue, dueNow, backoff, parked int
+	var lastDue time.Time
+	for _, f := range list {
+		due := f.NotBefore
+		if due.IsZero() {
+			due = f.At // due since its failure was recorded
+		}
+		switch {
+		case f.Parked:
+			parked++
+		case !isDue(f, now):
+			backoff++
+		case now.Sub(due) > overdueAfter:
+			overdue++
+			if due.After(lastDue) {
+				lastDue = due
+			}
+		default:
+			dueNow++
+		}
+	}
+	var parts []string
+	if overdue > 0 {
+		parts = append(parts, fmt.Sprintf("%s due for a retry since %s, which any running worker makes: is a worker running (almanac run, or your program)?",
+			num(overdue), slot.FormatTime(lastDue)))
+	}
+	if dueNow > 0 {
+		parts = append(parts, fmt.Sprintf("%s due for a retry now: a running worker takes %s within moments", num(dueNow), plural(dueNow, "it", "them")))
+	}
+	if backoff > 0 {
+		parts = append(parts, fmt.Sprintf("%s in backoff: almanac retry runs %s now", num(backoff), plural(backoff, "it", "them")))
+	}
+	if parked > 0 {
+		parts = append(parts, fmt.Sprintf("%s parked: almanac retry gives %s a fresh set of attempts", num(parked), plural(parked, "it", "them")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (a *app) printFailures(res failuresResult) error {

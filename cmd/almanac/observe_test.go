@@ -207,3 +207,43 @@ func TestLogFlags(t *testing.T) {
 	requireOK(t, r)
 	require.Empty(t, r.stderr, "nothing at warn or above")
 }
+
+// TestFailuresAndRetryAgree: failed slots whose backoff ran out are not
+// retry's to change (any running worker retries them): failures says no
+// worker runs them when they are overdue, retry --dry-run counts what
+// retry then changes and says why the others are left alone.
+func TestFailuresAndRetryAgree(t *testing.T) {
+	schema := migrated(t)
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "fails", "--interval", "PT1H"))
+	day := []string{"--from", "2026-03-01", "--to", "2026-03-02"}
+	requireOK(t, cli(t, append([]string{"--schema", schema, "materialize", "fails"}, day...)...))
+	pool := pgtest.Pool(t)
+	// 02:00 and 03:00 failed and have been due for ten minutes (03:00 since
+	// its failure: no backoff); 04:00 is in backoff; 05:00 parked.
+	var due time.Time
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT date_trunc('second', now()) - interval '10 minutes'`).Scan(&due))
+	_, err := pool.Exec(context.Background(), `UPDATE `+schema+`.slot SET fail_count = 1, attempts = 1, message = 'disk full',
+		updated_at = $1::timestamptz - interval '1 hour',
+		not_before = CASE slot_start WHEN '2026-03-01T05:00:00Z' THEN 'infinity'::timestamptz
+			WHEN '2026-03-01T04:00:00Z' THEN now() + interval '1 hour' WHEN '2026-03-01T02:00:00Z' THEN $1::timestamptz END
+		WHERE slot_start IN ('2026-03-01T02:00:00Z', '2026-03-01T03:00:00Z', '2026-03-01T04:00:00Z', '2026-03-01T05:00:00Z')`, due)
+	require.NoError(t, err)
+	overdue := "2 due for a retry since " + due.UTC().Format(time.RFC3339) + ", which any running worker makes: is a worker running (almanac run, or your program)?"
+
+	r := cli(t, "--schema", schema, "failures")
+	require.Equal(t, exitProblem, r.code, r.stderr)
+	require.Equal(t, "almanac: 4 failed or parked slots: "+overdue+"; 1 in backoff: almanac retry runs it now; 1 parked: almanac retry gives it a fresh set of attempts; "+
+		"see almanac history NAME SLOT for a slot's story\n", r.stderr)
+
+	dry := decode[retryResult](t, cli(t, append([]string{"--schema", schema, "--json", "retry", "fails", "--dry-run"}, day...)...))
+	require.Equal(t, int64(2), dry.Retried, "the one in backoff and the parked one")
+	require.Equal(t, int64(2), dry.AlreadyDue)
+	r = cli(t, append([]string{"--schema", schema, "retry", "fails"}, day...)...)
+	requireOK(t, r)
+	require.Equal(t, "retrying 2 slots of fails PT1H (UTC) in [2026-03-01T00:00:00Z, 2026-03-02T00:00:00Z) now (1 was parked)\nleft alone: "+overdue+"\n", r.stdout)
+	dry = decode[retryResult](t, cli(t, append([]string{"--schema", schema, "--json", "retry", "fails", "--dry-run"}, day...)...))
+	require.Equal(t, int64(0), dry.Retried, "what the dry run counted was retried")
+	require.Equal(t, int64(3), dry.AlreadyDue, "the one that was in backoff is due now; the un-parked one has no failure left")
+	r = cli(t, "--schema", schema, "failures")
+	require.Contains(t, r.stderr, "; 1 due for a retry now: a running worker takes it within moments;")
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/defaults"
 )
 
 type retryResult struct {
@@ -13,6 +14,9 @@ type retryResult struct {
 	DryRun   bool       `json:"dry_run"`
 	Retried  int64      `json:"retried"`
 	Unparked int64      `json:"unparked"`
+	// AlreadyDue counts the failed slots of the range that retry leaves
+	// alone because they are due already: any running worker retries them.
+	AlreadyDue int64 `json:"already_due"`
 	Held     []heldJSON `json:"held"`
 }
 
@@ -36,6 +40,19 @@ recorded in its history with --actor (see history).
 			if err != nil {
 				return err
 			}
+			// The failed slots already due are not retry's to change: count
+			// them first, so the report says why they are still there.
+			failed, _, err := c.Failures(ctx, almanac.FailuresOptions{Name: grid.Name(), Interval: grid.Interval().String(), From: from, To: to,
+				Limit: defaults.FailuresLimit})
+			if err != nil {
+				return fmt.Errorf("retry: %w", err)
+			}
+			var due []almanac.Failure
+			for _, f := range failed {
+				if isDue(f, a.now()) {
+					due = append(due, f)
+				}
+			}
 			bar, clear := a.progressBar("retry")
 			res, err := c.Retry(ctx, grid, from, to, almanac.WriteOptions{DryRun: dryRun, Progress: bar})
 			clear()
@@ -43,13 +60,16 @@ recorded in its history with --actor (see history).
 				return fmt.Errorf("retry: %w", err)
 			}
 			if a.json {
-				return a.printJSON(retryResult{toRangeJSON(grid, from, to), dryRun, res.Changed, res.Unparked, toHeldJSON(grid, res.Held)})
+				return a.printJSON(retryResult{toRangeJSON(grid, from, to), dryRun, res.Changed, res.Unparked, int64(len(due)), toHeldJSON(grid, res.Held)})
 			}
 			verb := "retrying"
 			if dryRun {
 				verb = "dry run: would retry"
 			}
 			fmt.Fprintf(a.stdout, "%s %s of %s now (%s parked)\n", verb, nouns(res.Changed, "slot", "slots"), describeRange(grid, from, to), num(res.Unparked)+" "+plural(res.Unparked, "was", "were"))
+			if len(due) > 0 {
+				fmt.Fprintf(a.stdout, "left alone: %s\n", failuresHint(due, a.now()))
+			}
 			return printHeld(a.stdout, grid, res.Held)
 		},
 	}
