@@ -11,13 +11,13 @@ import (
 
 type retryResult struct {
 	rangeJSON
-	DryRun   bool       `json:"dry_run"`
-	Retried  int64      `json:"retried"`
-	Unparked int64      `json:"unparked"`
+	DryRun   bool  `json:"dry_run"`
+	Retried  int64 `json:"retried"`
+	Unparked int64 `json:"unparked"`
 	// AlreadyDue counts the failed slots of the range that retry leaves
 	// alone because they are due already: any running worker retries them.
-	AlreadyDue int64 `json:"already_due"`
-	Held     []heldJSON `json:"held"`
+	AlreadyDue int64      `json:"already_due"`
+	Held       []heldJSON `json:"held"`
 }
 
 func (a *app) retryCommand() *cobra.Command {
