@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"log"
 	"os"
@@ -16,9 +17,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	// DATABASE_URL, or the PG* variables when it is empty. NewPool adds keepalives and
+	// DATABASE_URL, else the local server, as for the almanac command. NewPool adds keepalives and
 	// detects PgBouncer; 12 connections = the default 10 workers + 2 kept for completions.
-	pool, err := almanac.NewPool(ctx, os.Getenv("DATABASE_URL"), almanac.PoolOptions{MaxConns: 12})
+	pool, err := almanac.NewPool(ctx, cmp.Or(os.Getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"), almanac.PoolOptions{MaxConns: 12})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func run(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
-	log.Print("reporting every 5 minutes; look: almanac status report --interval PT5M, or almanac serve")
+	log.Printf("reporting every 5 minutes from the window due last, in database %s; look: almanac status report, or almanac serve", pool.Config().ConnConfig.Database)
 	<-ctx.Done()
 	return client.Stop(context.Background())
 }
