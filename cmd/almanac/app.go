@@ -269,7 +269,7 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
 	flags.StringVar(&a.listenURL, "listen-url", "",
 		"a direct connection to the server for LISTEN, when --database-url goes through a pooler in transaction mode (default: $ALMANAC_LISTEN_URL)")
-	flags.StringVar(&a.logFormat, "log-format", "", "format of the log on stderr of the commands that log (almanac run): text or json (default: json with --json, else text)")
+	flags.StringVar(&a.logFormat, "log-format", "", "format of the log on stderr of the commands that log (almanac run, almanac serve) and of the final error: text or json (default: json with --json, else text)")
 	flags.StringVar(&a.levelText, "log-level", "info", "least severe log events written: debug, info, warn or error")
 	flags.StringVar(&a.retryText, "retry-timeout", "",
 		"how long almanac run and serve keep trying while the database is unreachable, and every command while it is full or restarting, before exiting with status 3: "+input.DurationSyntax+" (default: $ALMANAC_RETRY_TIMEOUT, else 30s)")
