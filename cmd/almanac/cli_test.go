@@ -93,14 +93,16 @@ func TestMigrateLifecycle(t *testing.T) {
 	require.Equal(t, server, status.ServerVersion)
 	r = cli(t, "--schema", schema, "migrate", "status")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, fmt.Sprintf("schema %q on PostgreSQL %s\n", schema, server))
+	target := dbtarget.DescribeURL(pgtest.URL(t))
+	require.Contains(t, r.stdout, fmt.Sprintf("schema %q in %s on PostgreSQL %s\n", schema, target, server), "names the database")
 
 	r = cli(t, "--schema", schema, "migrate", "up")
 	requireOK(t, r)
 	require.Contains(t, r.stdout, "applied 001_initial")
+	require.Contains(t, r.stdout, fmt.Sprintf("schema %q in %s is at version", schema, target))
 	r = cli(t, "--schema", schema, "migrate", "up")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "up to date")
+	require.Contains(t, r.stdout, fmt.Sprintf("schema %q in %s is up to date", schema, target))
 
 	r = cli(t, "--schema", schema, "migrate", "status", "--json")
 	requireOK(t, r)

@@ -73,13 +73,13 @@ almanac that needs it, then migrate up the rest).`,
 				return a.printJSON(res)
 			}
 			if len(applied) == 0 {
-				fmt.Fprintf(a.stdout, "schema %q is up to date (version %d)\n", a.schema, res.Version)
+				fmt.Fprintf(a.stdout, "schema %q in %s is up to date (version %d)\n", a.schema, a.target, res.Version)
 				return nil
 			}
 			for _, v := range applied {
 				fmt.Fprintf(a.stdout, "applied %s\n", migrationName(v))
 			}
-			fmt.Fprintf(a.stdout, "schema %q is at version %d\n", a.schema, res.Version)
+			fmt.Fprintf(a.stdout, "schema %q in %s is at version %d\n", a.schema, a.target, res.Version)
 			return nil
 		},
 	}
@@ -155,7 +155,7 @@ run again after the next migrate up. Re-open them first to keep them, or pass
 					}{a.schema, true, plan})
 				}
 				if plan == "" {
-					fmt.Fprintf(a.stdout, "nothing to undo in schema %q\n", a.schema)
+					fmt.Fprintf(a.stdout, "nothing to undo in schema %q in %s\n", a.schema, a.target)
 					return nil
 				}
 				if dryRun {
@@ -189,7 +189,7 @@ run again after the next migrate up. Re-open them first to keep them, or pass
 			if to == 0 {
 				fmt.Fprintf(a.stdout, "removed almanac from schema %q\n", a.schema)
 			} else {
-				fmt.Fprintf(a.stdout, "schema %q is at version %d\n", a.schema, to)
+				fmt.Fprintf(a.stdout, "schema %q in %s is at version %d\n", a.schema, a.target, to)
 			}
 			return nil
 		},
@@ -290,11 +290,12 @@ func (a *app) migrateStatusCommand() *cobra.Command {
 			if a.json {
 				return a.printJSON(struct {
 					Schema     string           `json:"schema"`
+					Database   string           `json:"database"`
 					Server     string           `json:"server_version"`
 					Migrations []migrationState `json:"migrations"`
-				}{a.schema, server, out})
+				}{a.schema, a.target, server, out})
 			}
-			fmt.Fprintf(a.stdout, "schema %q on PostgreSQL %s\n", a.schema, server)
+			fmt.Fprintf(a.stdout, "schema %q in %s on PostgreSQL %s\n", a.schema, a.target, server)
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
 			for _, s := range out {
