@@ -15,6 +15,7 @@ import (
 
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/dbtarget"
+	"github.com/almanacdev/almanac/internal/retry"
 )
 
 // connectTimeout bounds each connection attempt when the URL sets none, so
@@ -56,9 +57,16 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 			return nil, fail(err)
 		}
 	}
-	// Connecting is bounded by the retry budget, like every database call.
+	// Connecting is bounded by the retry budget, like every database call;
+	// the first retry says so, rather than leave the budget silent.
 	connectCtx, cancel := context.WithTimeout(ctx, a.retryTimeout)
 	defer cancel()
+	connectCtx = retry.OnRetry(connectCtx, func(err error, attempt int, wait time.Duration) {
+		if attempt == 1 {
+			a.notice("almanac: the database does not answer; retrying within --retry-timeout before exiting with status 3",
+				"database", a.target, "cause", connectCause(err), "retry_timeout", a.retryTimeout)
+		}
+	})
 	pool, err := almanac.NewPool(connectCtx, a.databaseURL, almanac.PoolOptions{
 		MaxConns: max(2, a.poolSize), Pooler: a.pooler, ConnectTimeout: connectTimeout,
 	})
@@ -67,6 +75,24 @@ func (a *app) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	a.pool = pool
 	return pool, nil
+}
+
+// notice writes one line on stderr about what the command is doing: a log
+// record for the commands that log, else JSON when the logs or the output
+// are, else text ("msg (key value, ...)").
+func (a *app) notice(msg string, attrs ...any) {
+	switch {
+	case a.logs:
+		a.logger().Warn(msg, attrs...)
+	case a.logFormat == "json":
+		a.jsonLogger(a.stderr).Warn(msg, attrs...)
+	default:
+		var parts []string
+		for i := 0; i+1 < len(attrs); i += 2 {
+			parts = append(parts, fmt.Sprintf("%v %v", attrs[i], attrs[i+1]))
+		}
+		fmt.Fprintf(a.stderr, "%s (%s)\n", msg, strings.Join(parts, ", "))
+	}
 }
 
 // source says where the database URL came from, for messages: "from

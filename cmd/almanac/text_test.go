@@ -161,3 +161,24 @@ func TestServeJSONStartLine(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	require.Equal(t, 0, <-code)
 }
+
+// TestRetryIsNotSilent: a long-running command that waits for the database
+// says so at once, in the log's format, then exits 3 when the budget is
+// spent.
+func TestRetryIsNotSilent(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/none", "ALMANAC_RETRY_TIMEOUT": "300ms"}
+	r := cliEnv(t, env, "serve", "--http", "127.0.0.1:0")
+	require.Equal(t, exitUnavailable, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	require.Len(t, lines, 2, r.stderr)
+	require.Contains(t, lines[0], `msg="almanac: the database does not answer; retrying within --retry-timeout before exiting with status 3" database=postgres@127.0.0.1:1/none`)
+	require.True(t, strings.HasPrefix(lines[1], "almanac: cannot reach the database postgres@127.0.0.1:1/none (from DATABASE_URL): "), lines[1])
+
+	r = cliEnv(t, env, "--log-format", "json", "serve", "--http", "127.0.0.1:0")
+	require.Equal(t, exitUnavailable, r.code, r.stderr)
+	for _, line := range strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "every line is JSON: %s", line)
+	}
+	require.Contains(t, r.stderr, `"retry_timeout_s":0.3`)
+}
