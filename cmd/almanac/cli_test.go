@@ -103,6 +103,9 @@ func TestMigrateLifecycle(t *testing.T) {
 	r = cli(t, "--schema", schema, "migrate", "up")
 	requireOK(t, r)
 	require.Contains(t, r.stdout, fmt.Sprintf("schema %q in %s is up to date", schema, target))
+	r = cli(t, "--schema", schema, "series", "list")
+	requireOK(t, r)
+	require.Equal(t, fmt.Sprintf("no series in schema %q in %s; register one with almanac series add NAME --interval P\n", schema, target), r.stdout)
 
 	r = cli(t, "--schema", schema, "migrate", "status", "--json")
 	requireOK(t, r)
@@ -113,7 +116,7 @@ func TestMigrateLifecycle(t *testing.T) {
 
 	r = cli(t, "--schema", schema, "migrate", "down", "--yes")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "removed almanac")
+	require.Contains(t, r.stdout, fmt.Sprintf("removed almanac from schema %q in %s", schema, target))
 	var exists bool
 	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(),
 		"SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists))

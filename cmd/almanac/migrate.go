@@ -187,7 +187,7 @@ run again after the next migrate up. Re-open them first to keep them, or pass
 				fmt.Fprintf(a.stdout, "undid %s\n", migrationName(v))
 			}
 			if to == 0 {
-				fmt.Fprintf(a.stdout, "removed almanac from schema %q\n", a.schema)
+				fmt.Fprintf(a.stdout, "removed almanac from schema %q in %s\n", a.schema, a.target)
 			} else {
 				fmt.Fprintf(a.stdout, "schema %q in %s is at version %d\n", a.schema, a.target, to)
 			}

@@ -157,6 +157,11 @@ the other series are listed and the exit code is 0.`,
 				}
 				return a.printJSON(out)
 			}
+			if len(defs) == 0 {
+				// Say where it looked: an empty list is often the wrong database or schema.
+				_, err := fmt.Fprintf(a.stdout, "no series in schema %q in %s; register one with almanac series add NAME --interval P\n", a.schema, a.target)
+				return err
+			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tINTERVAL\tTIME ZONE\tORIGIN")
 			for _, d := range defs {
