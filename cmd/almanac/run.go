@@ -8,7 +8,6 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,9 +120,9 @@ events, the signal notices, the final error, and each line of CMD's output
 (the line as the message, with series, interval, slot, start, attempt and
 stream as attributes; passwords redacted). Durations are in seconds, under
 a key ending in _s ("timeout_s": 3600).`,
-		Example: `  almanac run sensor_report --interval PT5M --lag PT1M -- ./report.sh
+		Example: `  almanac run sensor_report --interval PT5M --lag 1m -- ./report.sh
   almanac run billing --interval P1D --tz Europe/Berlin --schedule 'CRON_TZ=Europe/Berlin 30 2 * * *' --workers 2 --env BILLING_API_URL -- ./bill
-  almanac run backfill --interval P1D --from 2026-01-01 --to 2026-01-08 --once --workers 4 --timeout PT10M -- python3 fill.py
+  almanac run backfill --interval P1D --from 2026-01-01 --to 2026-01-08 --once --workers 4 --timeout 10m -- python3 fill.py
   almanac run sensor_report --interval PT5M --http 127.0.0.1:0 --log-format json --log-level debug -- ./report.sh
   almanac run eu_report us_report --interval P1D -- ./report.sh
   almanac run --like 'tenant\_%' --interval PT1H --workers 8 -- ./report.sh
@@ -149,10 +148,10 @@ a key ending in _s ("timeout_s": 3600).`,
 	fl.StringVar(&f.from, "from", "", "run only slots starting at or after this time (default: from the earliest stored slot, else the last due one)")
 	fl.StringVar(&f.to, "to", "", "cover only slots starting before this time (a backfill of a fixed range)")
 	fl.StringVar(&f.schedule, "schedule", "", "cron spec of when to materialize due slots (default: whenever a slot becomes due)")
-	fl.StringVar(&f.lag, "lag", "0s", "how long after its end a slot becomes due, e.g. PT1M or 1m")
+	fl.StringVar(&f.lag, "lag", "0s", "how long after its end a slot becomes due: "+input.DurationSyntax)
 	fl.StringVar(&f.catchUp, "catch-up", "all", "slots missed during downtime: all, none or latest:N")
 	fl.IntVar(&f.workers, "workers", 1, "commands running at once")
-	fl.StringVar(&f.timeout, "timeout", defaultTimeout, "limit per command run, e.g. PT10M, after which it is stopped and the run fails; without one a hung command would hold its slot for ever (0: no limit)")
+	fl.StringVar(&f.timeout, "timeout", defaultTimeout, "limit per command run, e.g. 10m, after which it is stopped and the run fails; without one a hung command would hold its slot for ever (0: no limit)")
 	fl.StringVar(&f.leaseTTL, "lease-ttl", "30s", "lease length; heartbeats renew it every third of it")
 	fl.StringVar(&f.grace, "grace", "10s", "time between SIGTERM and SIGKILL when stopping a command")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "park a slot after this many failures (0: never)")
@@ -172,25 +171,9 @@ a key ending in _s ("timeout_s": 3600).`,
 // command.
 const runExpects = "almanac run expects NAME, then -- and the command to run, e.g. almanac run report --interval PT5M -- ./report.sh; or --series NAME, --like PATTERN or --all instead of NAME"
 
-// parseDuration reads a duration flag as ISO-8601 (PT1M) or Go syntax (1m).
-// Calendar parts are refused: their length depends on the date.
-func parseDuration(flag, text string) (time.Duration, error) {
-	if strings.HasPrefix(text, "P") || strings.HasPrefix(text, "-P") {
-		iv, err := slot.ParseInterval(text)
-		if err != nil {
-			return 0, usageError(fmt.Errorf("--%s: %w", flag, err))
-		}
-		if !iv.Fixed() {
-			return 0, usagef("--%s %q has a calendar part; use hours, e.g. PT24H", flag, text)
-		}
-		return iv.Clock(), nil
-	}
-	d, err := time.ParseDuration(text)
-	if err != nil || d < 0 {
-		return 0, usagef("--%s %q: expected a duration such as PT1M or 90s", flag, text)
-	}
-	return d, nil
-}
+// parseDuration reads a duration flag as every command does
+// (input.ParseDuration: 90s, 1h30m, 2d, PT10M, P1D; a day is 24 hours).
+func parseDuration(flag, text string) (time.Duration, error) { return durationFlag("--"+flag, text) }
 
 func (a *app) runSidecar(cmd *cobra.Command, f runFlags, names []string, program string, args []string) error {
 	ctx := cmd.Context()

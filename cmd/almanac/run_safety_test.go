@@ -86,7 +86,7 @@ exit 1
 	p := start(t, bin, "--schema", schema, "run", "binary", "--interval", "PT1M", "--max-attempts", "1",
 		"--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "--once", "--", job)
 	require.Equal(t, 1, p.wait(t, 30*time.Second), "stderr: %.2000s", p.stderr)
-	require.Contains(t, p.stderr.String(), "almanac: 1 slots left unfinished")
+	require.Contains(t, p.stderr.String(), "almanac: 1 slot left unfinished")
 	var message string
 	var failCount int
 	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), sqlschema.Render(
@@ -94,7 +94,7 @@ exit 1
 	require.Equal(t, 1, failCount)
 	require.True(t, utf8.ValidString(message), "%q", message)
 	require.NotContains(t, message, "\x00")
-	require.True(t, strings.HasPrefix(message, "gave up after 1 failures: "+job+": exit status 1: "), "%q", message)
+	require.True(t, strings.HasPrefix(message, "gave up after 1 failure: "+job+": exit status 1: "), "%q", message)
 	require.True(t, strings.HasSuffix(message, strings.Repeat("z", 3070)), "the end of stderr is kept")
 }
 

@@ -158,7 +158,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "x", "--", "true"}, "--interval is required"},
 		{[]string{"run", "x", "--interval", "P0D", "--", "true"}, `"P0D"`},
 		{[]string{"run", "x", "--interval", "PT5M", "--lag", "5 minutes", "--", "true"}, `"5 minutes"`},
-		{[]string{"run", "x", "--interval", "PT5M", "--lag", "P1D", "--", "true"}, "calendar part"},
+		{[]string{"run", "x", "--interval", "PT5M", "--lag", "P1M", "--", "true"}, "years and months have no fixed length"},
 		{[]string{"run", "x", "--interval", "PT5M", "--schedule", "61 * * * *", "--", "true"}, `"61 * * * *"`},
 		{[]string{"run", "x", "--interval", "PT5M", "--schedule", "@every 0s", "--", "true"}, `"@every 0s"`},
 		{[]string{"run", "x", "--interval", "PT5M", "--catch-up", "some", "--", "true"}, `"some"`},
