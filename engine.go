@@ -18,6 +18,7 @@ import (
 	"github.com/almanacdev/almanac/internal/schedule"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/telemetry"
+	"github.com/almanacdev/almanac/internal/wake"
 )
 
 // Defaults of Options and Job, stated on their fields.
@@ -48,7 +49,14 @@ type engine struct {
 	// goroutine (Drain counts them).
 	onResult func(*job, acquire.Result)
 	jobs     []*job
-	tel      *telemetry.Instruments
+	byKey    map[key]*job // the jobs by series, for wake-ups
+	// readyLag and readyGrace are the smallest lag and takeover grace of
+	// the jobs, with which the poll's scan (wake.Ready) looks for work.
+	readyLag, readyGrace time.Duration
+	// rescan asks the poll loop for a scan now; buffered, one pending
+	// request is enough.
+	rescan chan struct{}
+	tel    *telemetry.Instruments
 	// passwords are those of the engine's connections, which lease
 	// handlers get in their context (redact.WithPasswords): a Command's
 	// EnvAll passes no variable holding one.
@@ -96,6 +104,7 @@ type job struct {
 func newEngine(pool *pgxpool.Pool, opts Options, listen *pgx.ConnConfig) *engine {
 	opts = opts.withDefaults()
 	return &engine{pool: pool, opts: opts, listenTo: listen, sweep: sweepInterval, poke: make(chan struct{}, 1),
+		rescan: make(chan struct{}, 1), byKey: map[key]*job{},
 		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider), passwords: connectionPasswords(pool, listen)}
 }
 
@@ -117,10 +126,8 @@ func (e *engine) add(j Job) error {
 	if err := j.validate(); err != nil {
 		return err
 	}
-	for _, other := range e.jobs {
-		if other.key() == j.key() {
-			return fmt.Errorf("scheduler: two jobs for %s %s", j.Series.Name(), j.Series.Interval())
-		}
+	if e.byKey[j.key()] != nil {
+		return fmt.Errorf("scheduler: two jobs for %s %s", j.Series.Name(), j.Series.Interval())
 	}
 	if j.LookBack <= 0 {
 		iv := j.Series.Interval()
@@ -135,7 +142,15 @@ func (e *engine) add(j Job) error {
 	if j.Schedule != "" {
 		jb.trigger.schedule, _ = schedule.Parse(j.Schedule) // validated above
 	}
+	grace := max(j.TakeoverGrace, 0) // 0 is acquire's default: a smaller grace only wakes early
+	if len(e.jobs) == 0 || j.Lag < e.readyLag {
+		e.readyLag = j.Lag
+	}
+	if len(e.jobs) == 0 || grace < e.readyGrace {
+		e.readyGrace = grace
+	}
 	e.jobs = append(e.jobs, jb)
+	e.byKey[jb.key()] = jb
 	return nil
 }
 
@@ -170,7 +185,6 @@ func (e *engine) prepare(ctx context.Context) error {
 		if j.start, err = e.firstSlot(ctx, j); err != nil {
 			return err
 		}
-		j.hasWork = true
 	}
 	e.logStarted(ctx)
 	return nil
@@ -277,6 +291,8 @@ func (e *engine) wake(j *job) {
 	e.pokeDispatcher()
 }
 
+// wakeAll marks every job as having work: Drain's rounds, which must look
+// at every job's range once more whatever a scan says.
 func (e *engine) wakeAll() {
 	e.mu.Lock()
 	for _, j := range e.jobs {
@@ -286,6 +302,32 @@ func (e *engine) wakeAll() {
 	}
 	e.mu.Unlock()
 	e.pokeDispatcher()
+}
+
+// scan wakes the jobs whose series have acquirable slots, found by one
+// statement over the whole schema (wake.Ready): what a missed notification,
+// an expired retry backoff or snooze, or an expired lease left for the
+// poll. Its cost grows with the series that have open or held slots, not
+// with the jobs. Transient faults are retried until ctx ends.
+func (e *engine) scan(ctx context.Context) error {
+	keys, err := wake.Ready(ctx, e.pool, e.opts.Schema, e.readyLag, e.readyGrace)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if j := e.byKey[key{k.Name, k.Interval}]; j != nil {
+			e.wake(j)
+		}
+	}
+	return nil
+}
+
+// requestScan asks the poll loop for a scan now.
+func (e *engine) requestScan() {
+	select {
+	case e.rescan <- struct{}{}:
+	default:
+	}
 }
 
 func rewind(j *job) {

@@ -300,6 +300,12 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 	sql := strings.TrimSpace(st.sql)
 	lower := strings.ToLower(sql)
 	if touchesSlot.MatchString(sql) {
+		if strings.HasPrefix(sql, "WITH RECURSIVE open AS (") {
+			// The poll's scan for series with work (wake.Ready): once per
+			// poll interval and process, over every series, so on every
+			// shard; docs/scaling.md says so.
+			return "slot: scan for series with work", nil
+		}
 		if m := insertSlot.FindStringSubmatch(sql); m != nil {
 			return "slot: insert of one series", checkSeriesArgs(st, m[1], m[2], series)
 		}

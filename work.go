@@ -324,15 +324,19 @@ func (e *engine) drive(ctx context.Context, j *job) {
 	}
 }
 
-// poll wakes every job every PollInterval: the fallback for a missed
-// notification and for slots whose retry backoff ran out.
+// poll scans for jobs with work at the start, every PollInterval, and when
+// asked (requestScan): the fallback for a missed notification, for slots
+// whose retry backoff ran out, and for expired leases.
 func (e *engine) poll(ctx context.Context) {
 	for {
+		if err := e.scan(ctx); err != nil && ctx.Err() == nil {
+			e.opts.Logger.Warn("almanac: looking for work failed", "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.opts.Clock.After(e.opts.PollInterval):
-			e.wakeAll()
+		case <-e.rescan:
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/wake"
 )
 
 // sqlFiles holds the queue's statements, one per file of sql/, and the
@@ -84,6 +85,11 @@ var sqlFuncs = template.FuncMap{
         WHEN %s < 0 THEN 'infinity'::timestamptz
         ELSE clock_timestamp() + %s * interval '1 microsecond' END`, "%s", delay)
 	},
+
+	// notWaiting and expired are the tests of an acquirable slot that
+	// wake.Ready shares (see candidates).
+	"notWaiting": func() string { return wake.NotWaiting },
+	"expired":    wake.Expired,
 
 	"fencesIn":    fencesIn,
 	"lockedRows":  lockedRows,

@@ -1,0 +1,173 @@
+package almanac
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/almanacdev/almanac/acquire"
+	"github.com/almanacdev/almanac/coverage"
+	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/testkit/pgtest"
+)
+
+// sqlTally is a pgx tracer that counts the statements sent through a pool,
+// by a kind that tell names.
+type sqlTally struct {
+	mu   sync.Mutex
+	by   map[string]int
+	tell func(sql string) string
+}
+
+func (s *sqlTally) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.by[s.tell(data.SQL)]++
+	return ctx
+}
+
+func (s *sqlTally) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// counts returns a copy of the counts.
+func (s *sqlTally) counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.by {
+		out[k] = v
+	}
+	return out
+}
+
+// scanKind tells the poll's scan from every other statement.
+func scanKind(sql string) string {
+	if strings.HasPrefix(strings.TrimSpace(sql), "WITH RECURSIVE open AS (") {
+		return "scan"
+	}
+	return "other"
+}
+
+// tallyPool returns a pool of its own on db whose statements tally counts.
+func tallyPool(t *testing.T, db *pgtest.DB, tally *sqlTally) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 8
+	cfg.ConnConfig.Tracer = tally
+	acquire.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestPollAtRestIsOneStatement: with many series and nothing to do, each
+// poll sends one statement, whatever the number of series: no claim per
+// series, no statement per job.
+func TestPollAtRestIsOneStatement(t *testing.T) {
+	db := pgtest.New(t)
+	tally := &sqlTally{by: map[string]int{}, tell: scanKind}
+	pool := tallyPool(t, db, tally)
+	e := newEngine(pool, Options{Schema: db.Schema, PollInterval: 20 * time.Millisecond}, nil)
+	const n = 60
+	for i := range n {
+		// Daily series: no trigger fires during the test.
+		require.NoError(t, e.add(Job{Series: series(t, fmt.Sprintf("rest_%03d", i), "P1D"),
+			Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, e.start(ctx))
+	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	// Settled: each job ran its due slot, and a poll since found nothing.
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == n
+	}, time.Minute, 5*time.Millisecond)
+	waitIdle(t, e)
+	before := tally.counts()
+	require.Eventually(t, func() bool { return tally.counts()["scan"] >= before["scan"]+5 }, time.Minute, time.Millisecond)
+	after := tally.counts()
+	require.Equal(t, before["other"], after["other"], "statements other than the scan at rest, over %d polls", after["scan"]-before["scan"])
+}
+
+// TestPollFindsRetryAfterBackoff: a slot that failed, with a backoff longer
+// than the poll interval (so no timer of the worker's wakes it), is run
+// again once the backoff ran out, found by the poll.
+func TestPollFindsRetryAfterBackoff(t *testing.T) {
+	db := pgtest.New(t)
+	g := series(t, "retry", "PT1M")
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var runs atomic.Int32
+	done := make(chan struct{})
+	e := newEngine(db.Pool, Options{Schema: db.Schema, PollInterval: 50 * time.Millisecond}, nil)
+	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(time.Minute),
+		Policy: Policy{Retry: func(int, error) (time.Duration, bool) { return 300 * time.Millisecond, true }},
+		Handler: func(context.Context, pgx.Tx, acquire.Slot) error {
+			if runs.Add(1) == 1 {
+				return errors.New("first attempt fails")
+			}
+			close(done)
+			return nil
+		}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, e.start(ctx))
+	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the retry was not run after its backoff")
+	}
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
+	}, 10*time.Second, time.Millisecond)
+}
+
+// TestPollTakesOverExpiredLease: a lease whose holder died is taken over by
+// a lease-mode job, found by the poll (nothing notifies an expiry).
+func TestPollTakesOverExpiredLease(t *testing.T) {
+	db := pgtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := series(t, "orphan", "PT1M")
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, _, err := seriesdb.Add(ctx, db.Pool, db.Schema, g)
+	require.NoError(t, err)
+	cov, err := coverage.New(ctx, db.Pool, g, coverage.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	_, err = cov.Materialize(ctx, start, start.Add(time.Minute), coverage.WriteOptions{})
+	require.NoError(t, err)
+	dead, err := acquire.New(ctx, db.Pool, g, acquire.Options{Schema: db.Schema, Policy: acquire.Policy{LeaseTTL: time.Second}})
+	require.NoError(t, err)
+	leases, err := dead.Claim(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, leases, 1) // never renewed nor finished: its holder is gone
+
+	done := make(chan struct{})
+	e := newEngine(db.Pool, Options{Schema: db.Schema, PollInterval: 50 * time.Millisecond}, nil)
+	require.NoError(t, e.add(Job{Series: g, From: start, To: start.Add(time.Minute),
+		Policy: Policy{TakeoverGrace: time.Millisecond},
+		LeaseHandler: func(context.Context, *acquire.Lease) error {
+			close(done)
+			return nil
+		}}))
+	require.NoError(t, e.start(ctx))
+	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the expired lease was not taken over")
+	}
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
+	}, 10*time.Second, time.Millisecond)
+}
