@@ -171,3 +171,58 @@ func TestPollTakesOverExpiredLease(t *testing.T) {
 		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
 	}, 10*time.Second, time.Millisecond)
 }
+
+// bulkKind tells the grouped materialization's insert and the single
+// series' inserts from the rest.
+func bulkKind(sql string) string {
+	sql = strings.TrimSpace(sql)
+	switch {
+	case strings.HasPrefix(sql, "WITH want AS ("):
+		return "many"
+	case strings.Contains(sql, `.slot (name, "interval", slot_start, slot_end, status, message)`):
+		return "one"
+	}
+	return "other"
+}
+
+// TestTickMaterializesGroupInOneStatement: the jobs of many series on one
+// grid materialize each tick's newly due slots with one statement, not one
+// transaction per series.
+func TestTickMaterializesGroupInOneStatement(t *testing.T) {
+	db := pgtest.New(t)
+	tally := &sqlTally{by: map[string]int{}, tell: bulkKind}
+	pool := tallyPool(t, db, tally)
+	e := newEngine(pool, Options{Schema: db.Schema}, nil)
+	const n = 40
+	for i := range n {
+		require.NoError(t, e.add(Job{Series: series(t, fmt.Sprintf("tick_%03d", i), "PT1S"),
+			Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
+	}
+	require.Len(t, e.groups(), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, e.start(ctx))
+	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	starts := func() int {
+		return count(t, db, `SELECT count(DISTINCT slot_start) FROM {{schema}}.slot`)
+	}
+	// Settled once every series has its first slot (the catch-up at start
+	// writes each series alone).
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(DISTINCT name) FROM {{schema}}.slot`) == n
+	}, time.Minute, 5*time.Millisecond)
+	before, first := tally.counts(), starts()
+	require.Eventually(t, func() bool { return starts() >= first+3 }, time.Minute, 5*time.Millisecond)
+	after, ticks := tally.counts(), starts()-first
+	require.Equal(t, before["one"], after["one"], "inserts of one series over %d ticks", ticks)
+	require.LessOrEqual(t, after["many"]-before["many"], ticks+1, "grouped inserts over %d ticks", ticks)
+	require.Positive(t, after["many"]-before["many"])
+	// Every series has every slot of those ticks, and they all run.
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) >= n*(ticks+1)
+	}, time.Minute, 5*time.Millisecond)
+	require.Zero(t, count(t, db, `SELECT count(*) FROM (SELECT slot_start FROM {{schema}}.slot GROUP BY slot_start
+		HAVING count(*) <> $1 AND slot_start < (SELECT max(slot_start) FROM {{schema}}.slot)
+			AND slot_start >= (SELECT max(first) FROM (SELECT min(slot_start) AS first FROM {{schema}}.slot GROUP BY name) AS f)) AS partial`, n),
+		"a slot time after every series' first that some series lacks")
+}

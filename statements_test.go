@@ -306,6 +306,15 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 			// shard; docs/scaling.md says so.
 			return "slot: scan for series with work", nil
 		}
+		if strings.HasPrefix(sql, "WITH want AS (") {
+			// The engine's grouped materialization: the newly due slots
+			// of many series of one grid, under their writer locks.
+			return "slot: insert of many series", nil
+		}
+		if strings.HasPrefix(sql, "SELECT n.name FROM unnest($1::text[]) AS n(name)") {
+			// The grouped sweep's count of many series' windows.
+			return "slot: count of many series", nil
+		}
 		if m := insertSlot.FindStringSubmatch(sql); m != nil {
 			return "slot: insert of one series", checkSeriesArgs(st, m[1], m[2], series)
 		}

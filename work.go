@@ -52,11 +52,11 @@ func (e *engine) run(ctx context.Context) {
 		defer background.Done()
 		e.listen(ctx)
 	}()
-	for _, j := range e.jobs {
+	for _, g := range e.groups() {
 		background.Add(1)
 		go func() {
 			defer background.Done()
-			e.drive(ctx, j)
+			e.driveGroup(ctx, g)
 		}()
 	}
 	background.Add(1)
@@ -269,58 +269,6 @@ func (e *engine) report(j *job, res acquire.Result) {
 			<-e.opts.Clock.After(res.Delay)
 			e.wake(j)
 		}()
-	}
-}
-
-// drive runs a job's trigger and sweep until ctx is done: a catch-up over
-// the whole range first, then newly due slots at every trigger, and the
-// look-back window every SweepInterval. What is due, and when a trigger
-// fires, is reckoned on the database clock (read at every trigger); the
-// scheduler's Clock only times the waits in between, so a host whose clock
-// is wrong neither runs slots early nor misses them.
-func (e *engine) drive(ctx context.Context, j *job) {
-	if now, err := e.dbNow(ctx); err == nil {
-		if err := e.materialize(ctx, j, j.start, now); err != nil && ctx.Err() == nil {
-			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
-		}
-	}
-	lastSweep := e.opts.Clock.Now()
-	for ctx.Err() == nil {
-		now, err := e.dbNow(ctx)
-		if err != nil {
-			continue // only when ctx is done: dbNow retries faults until then
-		}
-		next, err := j.trigger.next(now)
-		if err != nil {
-			e.opts.Logger.Error("almanac: trigger stopped", j.logArgs("error", err)...)
-			return
-		}
-		wait := next.Sub(now)
-		if sweep := lastSweep.Add(e.sweep).Sub(e.opts.Clock.Now()); sweep < wait {
-			wait = max(sweep, 0)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.opts.Clock.After(wait):
-		}
-		if now, err = e.dbNow(ctx); err != nil {
-			return
-		}
-		from := now.Add(-j.LookBack)
-		if e.opts.Clock.Now().Sub(lastSweep) < e.sweep {
-			// A trigger: materialize from where this process last got to.
-			e.mu.Lock()
-			if j.covered.After(from) {
-				from = j.covered
-			}
-			e.mu.Unlock()
-		} else {
-			lastSweep = e.opts.Clock.Now()
-		}
-		if err := e.materialize(ctx, j, from, now); err != nil && ctx.Err() == nil {
-			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
-		}
 	}
 }
 

@@ -3,7 +3,6 @@ package coverage
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -208,8 +207,7 @@ func (c *Client) runTx(ctx context.Context, opts pgx.TxOptions, settings string,
 // every slot once, with a plain INSERT: ON CONFLICT DO NOTHING costs about
 // 60 % more per row. Workers never take this lock.
 func (c *Client) lockSeries(ctx context.Context, tx pgx.Tx) error {
-	key := "almanac.coverage:" + strconv.Quote(c.schema) + " " + strconv.Quote(c.name) + " " + c.interval
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, key)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, seriesdb.WriterLockKey(c.schema, c.name, c.interval))
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -155,4 +156,14 @@ func parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, 
 		return slot.Series{}, fmt.Errorf("stored series %q %s is unusable: %w", name, intervalText, err)
 	}
 	return grid, nil
+}
+
+// WriterLockKey is the key of the advisory lock that serializes the
+// writers inserting or deleting slots of one series (coverage's
+// Materialize, Skip, Reopen and Compact, and the engine's grouped
+// materialization), hashed with hashtextextended(key, 0). Taken in a
+// transaction, held until it ends; several at once are taken in the order
+// of their keys, so that two writers never wait for each other in a cycle.
+func WriterLockKey(schema, name, interval string) string {
+	return "almanac.coverage:" + strconv.Quote(schema) + " " + strconv.Quote(name) + " " + interval
 }
