@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -17,8 +18,10 @@ import (
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/schedule"
 	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/telemetry"
 	"github.com/almanacdev/almanac/internal/wake"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // Defaults of Options and Job, stated on their fields.
@@ -154,18 +157,30 @@ func (e *engine) add(j Job) error {
 	return nil
 }
 
-// prepare registers each job's series and opens its queue and coverage
-// client. Transient faults (a lost connection, a restarting server) are
-// retried until ctx ends; anything else (a series registered with another
-// grid, a schema not migrated) is returned at once.
+// prepare registers the jobs' series, opens their queues and coverage
+// clients, and decides where each job's coverage starts, with a constant
+// number of statements whatever the number of jobs: one registration of
+// them all, one read of their definitions, one read of the first slots of
+// those that have no From, and the database clock. Transient faults (a
+// lost connection, a restarting server) are retried until ctx ends;
+// anything else (a series registered with another grid, a schema not
+// migrated) is returned at once.
 func (e *engine) prepare(ctx context.Context) error {
 	if len(e.jobs) == 0 {
 		return ErrNoJobs
 	}
+	grids := make([]slot.Series, len(e.jobs))
+	for i, j := range e.jobs {
+		grids[i] = j.Series
+	}
+	defs, err := seriesdb.AddMany(ctx, e.pool, e.opts.Schema, grids)
+	if err != nil {
+		return fmt.Errorf("scheduler: register: %w", err)
+	}
+	// The queues and clients read the definitions just read, not each its
+	// own.
+	known := seriesdb.WithKnown(ctx, defs)
 	for _, j := range e.jobs {
-		if _, _, err := seriesdb.Add(ctx, e.pool, e.opts.Schema, j.Series); err != nil {
-			return fmt.Errorf("scheduler: register %s: %w", j.Series, err)
-		}
 		// From and To bound what the job acquires, not only what it
 		// materializes: older open slots are not its work.
 		qopts := acquire.Options{Schema: e.opts.Schema, From: j.From, To: j.To, Policy: j.Policy, Logger: e.opts.Logger}
@@ -175,53 +190,97 @@ func (e *engine) prepare(ctx context.Context) error {
 			qopts.CompletionWindow = completionWindow
 		}
 		var err error
-		if j.queue, err = acquire.New(ctx, e.pool, j.Series, qopts); err != nil {
+		if j.queue, err = acquire.New(known, e.pool, j.Series, qopts); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
 		j.seriesAttrs(j.queue.Owner().String())
-		if j.cov, err = coverage.New(ctx, e.pool, j.Series, coverage.Options{Schema: e.opts.Schema}); err != nil {
+		if j.cov, err = coverage.New(known, e.pool, j.Series, coverage.Options{Schema: e.opts.Schema}); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
-		if j.start, err = e.firstSlot(ctx, j); err != nil {
-			return err
-		}
+	}
+	if err := e.firstSlots(ctx); err != nil {
+		return err
 	}
 	e.logStarted(ctx)
 	return nil
 }
 
-// firstSlot decides where a job's coverage starts.
-func (e *engine) firstSlot(ctx context.Context, j *job) (time.Time, error) {
-	if !j.From.IsZero() {
+// firstSlotsSQL returns, for each series named in $1 of interval $2, the
+// start of its first stored or compacted slot (NULL for none): the
+// beginning of coverage.Client.Extent, for many series in one statement.
+const firstSlotsSQL = `SELECT n.name, least(
+        (SELECT min(s.slot_start) FROM {{schema}}.slot AS s WHERE s.name = n.name AND s."interval" = $2),
+        (SELECT min(c.range_start) FROM {{schema}}.slot_compacted AS c WHERE c.name = n.name AND c."interval" = $2))
+FROM unnest($1::text[]) AS n(name)`
+
+// firstSlots decides where each job's coverage starts: at From (the first
+// slot starting at or after it), else at the series' first stored slot,
+// else, for a series with none, at its most recently due slot.
+func (e *engine) firstSlots(ctx context.Context) error {
+	byInterval := map[string][]string{}
+	for _, j := range e.jobs {
+		if j.From.IsZero() {
+			iv := j.Series.Interval().String()
+			byInterval[iv] = append(byInterval[iv], j.Series.Name())
+			continue
+		}
 		sl, err := j.Series.Floor(j.From)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("scheduler: %s start: %w", j.Series.Name(), err)
+			return fmt.Errorf("scheduler: %s start: %w", j.Series.Name(), err)
 		}
+		j.start = sl.Start
 		if sl.Start.Before(j.From) {
-			return sl.End, nil // the first slot that starts at or after Start
+			j.start = sl.End // the first slot that starts at or after Start
 		}
-		return sl.Start, nil
 	}
-	from, _, ok, err := j.cov.Extent(ctx)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("scheduler: %s: %w", j.Series.Name(), err)
+	if len(byInterval) == 0 {
+		return nil
 	}
-	if ok {
-		return from, nil
+	sql := sqlschema.Render(firstSlotsSQL, e.opts.Schema)
+	first := map[key]time.Time{}
+	for iv, names := range byInterval {
+		err := retry.Do(ctx, func(ctx context.Context) error {
+			rows, err := e.pool.Query(ctx, sql, names, iv)
+			if err != nil {
+				return err
+			}
+			var name string
+			var at pgtype.Timestamptz
+			_, err = pgx.ForEachRow(rows, []any{&name, &at}, func() error {
+				if at.Valid && at.InfinityModifier == pgtype.Finite {
+					first[key{name, iv}] = at.Time
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("scheduler: first slots of %d series of %s: %w", len(names), iv, err)
+		}
 	}
 	now, err := e.dbNow(ctx)
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
-	due, err := dueTo(j.Series, j.Lag, now)
-	if err != nil {
-		return time.Time{}, err
+	for _, j := range e.jobs {
+		if !j.From.IsZero() {
+			continue
+		}
+		if at, ok := first[j.key()]; ok {
+			j.start = at.In(j.Series.Location())
+			continue
+		}
+		due, err := dueTo(j.Series, j.Lag, now)
+		if err != nil {
+			return err
+		}
+		last, err := j.Series.Floor(due.Add(-time.Microsecond))
+		if err != nil {
+			return err
+		}
+		j.start = last.Start
 	}
-	last, err := j.Series.Floor(due.Add(-time.Microsecond))
-	if err != nil {
-		return time.Time{}, err
-	}
-	return last.Start, nil
+	return nil
 }
 
 // dbNow reads the database clock, which decides what is due: hosts' clocks

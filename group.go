@@ -113,14 +113,11 @@ func (e *engine) driveGroup(ctx context.Context, g *group) {
 }
 
 // catchUpGroup materializes each job's due slots from its first slot,
-// applying its catch-up policy: the series' own Materialize, which reads
-// what is stored and inserts only what is missing. A few at a time.
+// applying its catch-up policy: in bulk for the jobs that miss at most a
+// few slots since their first (a series new to this process), through the
+// series' own Materialize for the others.
 func (e *engine) catchUpGroup(ctx context.Context, g *group, now time.Time) {
-	e.eachJob(ctx, g.jobs, func(j *job) {
-		if err := e.materialize(ctx, j, j.start, now); err != nil && ctx.Err() == nil {
-			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
-		}
-	})
+	e.materializeGroup(ctx, g, now, func(j *job) time.Time { return j.start })
 }
 
 // eachJob calls fn for each job, four at a time, and returns when all are
@@ -152,29 +149,37 @@ func (e *engine) eachJob(ctx context.Context, jobs []*job, fn func(*job)) {
 type span struct{ from, to time.Time }
 
 // tickGroup materializes the slots of the group's jobs that became due
-// since each was last covered: jobs needing the same range share one
-// statement per groupChunk series. A job whose range is long, or whose
-// catch-up policy would skip part of it, goes through its own
-// materialize instead.
+// since each was last covered (within its look-back).
 func (e *engine) tickGroup(ctx context.Context, g *group, now time.Time) {
+	e.materializeGroup(ctx, g, now, func(j *job) time.Time { return maxTime(j.covered, now.Add(-j.LookBack)) })
+}
+
+// materializeGroup materializes the due slots of the group's jobs from
+// where from says (called with e.mu held): jobs needing the same range
+// share one statement per groupChunk series. A job whose range is long, or
+// whose catch-up policy would skip part of it, goes through its own
+// materialize instead, a few at a time.
+func (e *engine) materializeGroup(ctx context.Context, g *group, now time.Time, from func(*job) time.Time) {
 	due, err := dueTo(g.grid, g.trigger.lag, now)
 	if err != nil {
 		e.opts.Logger.Error("almanac: materialize failed", "interval", g.grid.Interval().String(), "error", err)
 		return
 	}
 	spans := map[span][]*job{}
-	var alone []*job
+	starts := map[*job]time.Time{}
 	e.mu.Lock()
 	for _, j := range g.jobs {
-		s := span{from: maxTime(maxTime(j.covered, now.Add(-j.LookBack)), j.start), to: due}
+		s := span{from: maxTime(from(j), j.start), to: due}
 		if !j.To.IsZero() && j.To.Before(s.to) {
 			s.to = j.To
 		}
 		if s.from.Before(s.to) {
 			spans[s] = append(spans[s], j)
+			starts[j] = s.from
 		}
 	}
 	e.mu.Unlock()
+	var alone []*job
 	for s, jobs := range spans {
 		n, err := g.grid.Count(s.from, s.to)
 		skipBefore, perr := catchUpPlan(g.catchUp, g.grid, s.from, s.to)
@@ -187,8 +192,7 @@ func (e *engine) tickGroup(ctx context.Context, g *group, now time.Time) {
 		}
 	}
 	e.eachJob(ctx, alone, func(j *job) {
-		from := maxTime(j.covered, now.Add(-j.LookBack))
-		if err := e.materialize(ctx, j, from, now); err != nil && ctx.Err() == nil {
+		if err := e.materialize(ctx, j, starts[j], now); err != nil && ctx.Err() == nil {
 			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
 		}
 	})

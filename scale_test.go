@@ -18,6 +18,7 @@ import (
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // sqlTally is a pgx tracer that counts the statements sent through a pool,
@@ -225,4 +226,40 @@ func TestTickMaterializesGroupInOneStatement(t *testing.T) {
 		HAVING count(*) <> $1 AND slot_start < (SELECT max(slot_start) FROM {{schema}}.slot)
 			AND slot_start >= (SELECT max(first) FROM (SELECT min(slot_start) AS first FROM {{schema}}.slot GROUP BY name) AS f)) AS partial`, n),
 		"a slot time after every series' first that some series lacks")
+}
+
+// TestPrepareIsConstantStatements: registering the series of many jobs and
+// opening their queues takes a few statements, not some per job; a series
+// registered with another grid is still refused.
+func TestPrepareIsConstantStatements(t *testing.T) {
+	db := pgtest.New(t)
+	tally := &sqlTally{by: map[string]int{}, tell: func(string) string { return "all" }}
+	pool := tallyPool(t, db, tally)
+	ctx := context.Background()
+	noop := func(context.Context, pgx.Tx, acquire.Slot) error { return nil }
+	e := newEngine(pool, Options{Schema: db.Schema}, nil)
+	const n = 80
+	for i := range n {
+		j := Job{Series: series(t, fmt.Sprintf("prep_%03d", i), "PT1M"), Handler: noop}
+		if i%2 == 1 {
+			j.From = minutesAgo(3)
+		}
+		require.NoError(t, e.add(j))
+	}
+	require.NoError(t, e.prepare(ctx))
+	require.LessOrEqual(t, tally.counts()["all"], 6, "statements to prepare %d jobs", n)
+	for _, j := range e.jobs {
+		require.False(t, j.start.IsZero())
+		require.NotNil(t, j.queue)
+		require.NotNil(t, j.cov)
+	}
+
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	other, err := slot.NewSeries("prep_007", slot.MustParseInterval("PT1M"), berlin, time.Time{})
+	require.NoError(t, err)
+	e = newEngine(pool, Options{Schema: db.Schema}, nil)
+	require.NoError(t, e.add(Job{Series: series(t, "prep_new", "PT1M"), Handler: noop}))
+	require.NoError(t, e.add(Job{Series: other, Handler: noop}))
+	require.ErrorIs(t, e.prepare(ctx), seriesdb.ErrSeriesConflict)
 }

@@ -276,8 +276,13 @@ func (r *statementRecorder) seriesNames() map[string]bool {
 	names := map[string]bool{}
 	for _, st := range r.all() {
 		if strings.Contains(st.sql, ".series (name") && len(st.args) > 0 {
-			if name, ok := st.args[0].(string); ok {
+			switch name := st.args[0].(type) {
+			case string:
 				names[name] = true
+			case []string: // the engine's registration of all its series
+				for _, n := range name {
+					names[n] = true
+				}
 			}
 		}
 	}
@@ -310,6 +315,10 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 			// The engine's grouped materialization: the newly due slots
 			// of many series of one grid, under their writer locks.
 			return "slot: insert of many series", nil
+		}
+		if strings.HasPrefix(sql, "SELECT n.name, least(") {
+			// The engine's read of its series' first slots at start.
+			return "slot: first slots of many series", nil
 		}
 		if strings.HasPrefix(sql, "SELECT n.name FROM unnest($1::text[]) AS n(name)") {
 			// The grouped sweep's count of many series' windows.
@@ -354,6 +363,9 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 		}
 		if strings.Contains(sql, "ORDER BY name") {
 			return "series: list (reference table)", nil
+		}
+		if strings.Contains(sql, `WHERE (name, "interval") IN (SELECT * FROM unnest($1::text[], $2::text[]))`) {
+			return "series: many series (the engine's start)", nil
 		}
 		return "", errors.New("touches the series table neither for one series nor as the listing")
 	case strings.Contains(lower, "pg_notify("):
