@@ -67,6 +67,7 @@ type engine struct {
 
 	mu      sync.Mutex
 	running int
+	ready   runQueue      // the jobs with work and a free worker slot
 	poke    chan struct{} // wakes the dispatcher; buffered, one pending poke is enough
 	// stop, set by start, stops acquiring, lets running handlers finish
 	// for up to Options.ShutdownTimeout, then cancels their contexts:
@@ -100,6 +101,9 @@ type job struct {
 	wakes   uint64
 	running int
 	limit   int
+	// queuedAt is the running count the job is queued in e.ready at, or
+	// notQueued.
+	queuedAt int
 }
 
 // newEngine returns an engine that works on pool with the client's options,
@@ -137,7 +141,7 @@ func (e *engine) add(j Job) error {
 		mean := iv.Clock() + time.Duration(iv.Days())*24*time.Hour + time.Duration(iv.Months())*730*time.Hour
 		j.LookBack = max(24*time.Hour, 10*mean)
 	}
-	jb := &job{Job: j, mode: j.mode(), limit: e.opts.Concurrency}
+	jb := &job{Job: j, mode: j.mode(), limit: e.opts.Concurrency, queuedAt: notQueued}
 	if j.Concurrency > 0 {
 		jb.limit = min(j.Concurrency, e.opts.Concurrency)
 	}
@@ -345,6 +349,7 @@ func (e *engine) wake(j *job) {
 	e.mu.Lock()
 	j.hasWork = true
 	j.wakes++
+	e.ready.push(j)
 	e.mu.Unlock()
 	rewind(j)
 	e.pokeDispatcher()
@@ -357,6 +362,7 @@ func (e *engine) wakeAll() {
 	for _, j := range e.jobs {
 		j.hasWork = true
 		j.wakes++
+		e.ready.push(j)
 		rewind(j)
 	}
 	e.mu.Unlock()
@@ -404,21 +410,14 @@ func (e *engine) pokeDispatcher() {
 
 // pick chooses the job the next free worker goes to: among jobs with work
 // and below their limit, the highest priority, then the fewest running
-// workers, then the order of Add. Called with e.mu held.
+// workers, then the one that got work first (see runQueue). It takes the
+// job out of the run queue: the caller counts the worker and queues the
+// job again if it can take another. Called with e.mu held.
 func (e *engine) pick() *job {
 	if e.running >= e.opts.Concurrency {
 		return nil
 	}
-	var best *job
-	for _, j := range e.jobs {
-		if !j.hasWork || j.running >= j.limit {
-			continue
-		}
-		if best == nil || j.Priority > best.Priority || j.Priority == best.Priority && j.running < best.running {
-			best = j
-		}
-	}
-	return best
+	return e.ready.pop()
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -97,6 +97,7 @@ func (e *engine) dispatch(ctx, work context.Context, workers *sync.WaitGroup, on
 		for j := e.pick(); j != nil; j = e.pick() {
 			j.running++
 			e.running++
+			e.ready.push(j) // it may take another worker
 			seen := j.wakes
 			workers.Add(1)
 			go func() {
@@ -110,11 +111,14 @@ func (e *engine) dispatch(ctx, work context.Context, workers *sync.WaitGroup, on
 				if !more && j.wakes == seen {
 					j.hasWork = false
 				}
+				e.ready.push(j) // with a worker slot free again
 				e.mu.Unlock()
 				e.pokeDispatcher()
 			}()
 		}
-		idle := e.running == 0 && e.pick() == nil
+		// The loop above ended on a nil pick: with no worker running,
+		// because the run queue is empty.
+		idle := e.running == 0
 		e.mu.Unlock()
 		if once && idle {
 			return
