@@ -110,7 +110,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	jobs    []Job
-	running *engine // between Start and Stop
+	jobKeys map[key]bool // the series of jobs, to refuse a second job for one
+	running *engine      // between Start and Stop
 	covs    map[string]seriesCoverage
 
 	tel *telemetry.Instruments
@@ -205,11 +206,13 @@ func (c *Client) Register(j Job) error {
 	if c.running != nil {
 		return ErrStarted
 	}
-	for _, other := range c.jobs {
-		if other.Series.Name() == j.Series.Name() && other.Series.Interval() == j.Series.Interval() {
-			return fmt.Errorf("%w: a job for %s is registered already", ErrInvalid, j.Series)
-		}
+	if c.jobKeys[j.key()] {
+		return fmt.Errorf("%w: a job for %s is registered already", ErrInvalid, j.Series)
 	}
+	if c.jobKeys == nil {
+		c.jobKeys = map[key]bool{}
+	}
+	c.jobKeys[j.key()] = true
 	c.jobs = append(c.jobs, j)
 	return nil
 }

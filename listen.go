@@ -25,7 +25,8 @@ const (
 // listen wakes jobs when their slots become acquirable (materialize,
 // re-open, retry), on a dedicated connection outside the pool so it never
 // takes a worker's connection. After a lost connection it reconnects with
-// backoff and wakes every job, since notifications sent meanwhile are lost.
+// backoff and scans for work (one statement), since notifications sent
+// meanwhile are lost.
 //
 // Behind a pooler in transaction mode LISTEN "succeeds" and then never
 // delivers, because the session that listens is handed to other clients
