@@ -51,7 +51,9 @@ type Options struct {
 	Concurrency int
 	// PollInterval is how often idle jobs look for work without being
 	// woken: the fallback for missed notifications (a listener that cannot
-	// receive, see ListenURL) and for retries whose backoff ran out.
+	// receive, see ListenURL), for retries whose backoff ran out and for
+	// expired leases. Each poll is one statement for all the client's
+	// jobs, which wakes those whose series have acquirable slots.
 	// Default 5 s.
 	PollInterval time.Duration
 	// ShutdownTimeout is how long running handlers may take to finish once
