@@ -380,7 +380,18 @@ func (e *engine) scan(ctx context.Context) error {
 		return err
 	}
 	for _, k := range keys {
-		if j := e.byKey[key{k.Name, k.Interval}]; j != nil {
+		j := e.byKey[key{k.Name, k.Interval}]
+		if j == nil {
+			continue
+		}
+		// A job marked already is looking: the scan adds nothing, and
+		// counting it as a wake-up would make a worker that took the
+		// job's last slot look once more for nothing (the next scan
+		// still finds what it leaves).
+		e.mu.Lock()
+		busy := j.hasWork
+		e.mu.Unlock()
+		if !busy {
 			e.wake(j)
 		}
 	}

@@ -263,3 +263,47 @@ func TestPrepareIsConstantStatements(t *testing.T) {
 	require.NoError(t, e.add(Job{Series: other, Handler: noop}))
 	require.ErrorIs(t, e.prepare(ctx), seriesdb.ErrSeriesConflict)
 }
+
+// claimKind tells a claim (acquire's candidates) from other statements.
+func claimKind(sql string) string {
+	if strings.Contains(sql, "expired AS (") && strings.Contains(sql, "SKIP LOCKED") {
+		return "claim"
+	}
+	return "other"
+}
+
+// TestLastSlotNeedsOneClaim: a job that took the last slot it materialized
+// does not claim again to find nothing: many series with one slot each
+// cost about one claim per slot, not two.
+func TestLastSlotNeedsOneClaim(t *testing.T) {
+	for _, lease := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lease=%v", lease), func(t *testing.T) {
+			db := pgtest.New(t)
+			tally := &sqlTally{by: map[string]int{}, tell: claimKind}
+			pool := tallyPool(t, db, tally)
+			// One worker: several on one job with one slot would find
+			// nothing but for one, whatever this change does.
+			e := newEngine(pool, Options{Schema: db.Schema, PollInterval: time.Hour, Concurrency: 1}, nil)
+			const n = 30
+			from := minutesAgo(2)
+			for i := range n {
+				j := Job{Series: series(t, fmt.Sprintf("last_%03d", i), "PT1M"), From: from, To: from.Add(time.Minute)}
+				if lease {
+					j.LeaseHandler = func(context.Context, *acquire.Lease) error { return nil }
+				} else {
+					j.Handler = func(context.Context, pgx.Tx, acquire.Slot) error { return nil }
+				}
+				require.NoError(t, e.add(j))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			require.NoError(t, e.start(ctx))
+			defer func() { require.NoError(t, e.stop(context.Background())) }()
+			require.Eventually(t, func() bool {
+				return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == n
+			}, time.Minute, 5*time.Millisecond)
+			waitIdle(t, e)
+			require.Less(t, tally.counts()["claim"], n*3/2, "claims for %d slots", n)
+		})
+	}
+}

@@ -149,7 +149,7 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 		if ok {
 			e.report(j, res)
 		}
-		more = ok
+		more = ok && !e.tookLast(j, res.Slot)
 	case modeBatch:
 		var results []acquire.Result
 		results, err = j.queue.RunBatch(ctx, j.Batch, e.lockedHandler(j, claimStart))
@@ -163,7 +163,7 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 		leases, err = j.queue.Claim(ctx, 1)
 		if err == nil && len(leases) > 0 {
 			e.report(j, e.runLease(ctx, j, leases[0], claimStart))
-			more = true
+			more = !e.tookLast(j, leases[0].Slot)
 		}
 	}
 	if err == nil || ctx.Err() != nil {
@@ -175,6 +175,21 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 	case <-e.opts.Clock.After(e.errorPause()):
 	}
 	return true
+}
+
+// tookLast reports whether an oldest-first job just took the last slot it
+// has materialized: no later slot is due, and no earlier one was
+// acquirable when this one was claimed, so the job need not look again
+// until something wakes it (a notification, a retry's timer, the poll). At
+// a boundary where each of many series has one slot due, that spares each
+// job a claim that would find nothing.
+func (e *engine) tookLast(j *job, sl acquire.Slot) bool {
+	if j.NewestFirst {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !j.covered.IsZero() && !sl.End.Before(j.covered)
 }
 
 // errorPause is how long a worker waits after an error before it looks for
