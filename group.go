@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/almanacdev/almanac/internal/retry"
-	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/wake"
 	"github.com/almanacdev/almanac/slot"
@@ -38,10 +37,10 @@ type groupKey struct {
 	catchUp        CatchUp
 }
 
-// groupChunk bounds the series one grouped write locks in one transaction:
-// each takes an advisory lock (seriesdb.WriterLockKey), and the server's
-// lock table holds max_locks_per_transaction × max_connections of them
-// (6,400 by default) for every session together.
+// groupChunk bounds the series one grouped write locks and inserts in one
+// transaction, and one sweep counts in one statement: the size of the
+// arrays sent, and how long one transaction holds the writers' lock of
+// its series.
 const groupChunk = 500
 
 // groupMaxSlots bounds the slots per series a tick writes in bulk: a longer
@@ -198,20 +197,28 @@ func (e *engine) materializeGroup(ctx context.Context, g *group, now time.Time, 
 	})
 }
 
-// lockWritersSQL takes the writer locks of the series whose keys are $1,
-// in the keys' order (see seriesdb.WriterLockKey).
-const lockWritersSQL = `SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0)))
-	FROM (SELECT k FROM unnest($1::text[]) AS k ORDER BY k) AS keys`
+// lockWritersSQL takes the writers' lock of the series named in $1 of
+// interval $2: their rows in the series table, FOR NO KEY UPDATE, in name
+// order, so that two grouped inserts never wait for each other in a cycle
+// (coverage's writers lock one series at a time). It returns how many it
+// locked: a series deleted meanwhile is missing, and its slots are not
+// inserted (insertManySQL joins the series).
+const lockWritersSQL = `SELECT count(*) FROM (
+    SELECT FROM {{schema}}.series
+    WHERE (name, "interval") IN (SELECT n, $2 FROM unnest($1::text[]) AS n)
+    ORDER BY name FOR NO KEY UPDATE) AS locked`
 
 // insertManySQL inserts the slots ($3 starts, $4 ends) of every series
-// named in $1, of interval $2, that are missing and not compacted, as
-// AVAILABLE, and returns the names of the series it inserted slots of. It
-// runs under the series' writer locks, so no Compact deletes a finished
-// slot of these series meanwhile (which the insert would then bring back),
-// and ON CONFLICT DO NOTHING leaves the slots that exist as they are.
+// named in $1, of interval $2, still registered, that are missing and not
+// compacted, as AVAILABLE, and returns the names of the series it inserted
+// slots of. It runs under the series' writers' lock (lockWritersSQL), so no
+// Compact deletes a finished slot of these series meanwhile (which the
+// insert would then bring back), and ON CONFLICT DO NOTHING leaves the
+// slots that exist as they are.
 const insertManySQL = `WITH want AS (
     SELECT n.name, t.s AS slot_start, t.e AS slot_end
     FROM unnest($1::text[]) AS n(name) CROSS JOIN unnest($3::timestamptz[], $4::timestamptz[]) AS t(s, e)
+    WHERE EXISTS (SELECT FROM {{schema}}.series AS r WHERE r.name = n.name AND r."interval" = $2)
 ),
 ins AS (
     INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end)
@@ -234,19 +241,18 @@ func (e *engine) materializeMany(ctx context.Context, grid slot.Series, s span, 
 		starts, ends = append(starts, sl.Start), append(ends, sl.End)
 	}
 	interval := grid.Interval().String()
+	lock := sqlschema.Render(lockWritersSQL, e.opts.Schema)
 	insert := sqlschema.Render(insertManySQL, e.opts.Schema)
 	for chunk := range slices.Chunk(jobs, groupChunk) {
 		names := make([]string, len(chunk))
-		keys := make([]string, len(chunk))
 		for i, j := range chunk {
 			names[i] = j.Series.Name()
-			keys[i] = seriesdb.WriterLockKey(e.opts.Schema, names[i], interval)
 		}
 		var inserted []string
 		err := retry.Do(ctx, func(ctx context.Context) error {
 			inserted = inserted[:0]
 			return pgx.BeginTxFunc(ctx, e.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, lockWritersSQL, keys); err != nil {
+				if _, err := tx.Exec(ctx, lock, names, interval); err != nil {
 					return err
 				}
 				rows, err := tx.Query(ctx, insert, names, interval, starts, ends)

@@ -21,20 +21,28 @@ type Migration = migrations.Migration
 // current it only reads the version table, so a role that cannot change the
 // schema may run it (see migrations.Grants for the two roles).
 //
+// With to, it applies the pending migrations up to version to only, for a
+// staged upgrade (see migrations.Up); more than one to, or one outside 1
+// to migrations.Latest(), is an error wrapping ErrInvalid.
+//
 // Like every call of the Client, it retries transient faults within
 // Options.RetryBudget.
-func (c *Client) Migrate(ctx context.Context) ([]int, error) {
+func (c *Client) Migrate(ctx context.Context, to ...int) ([]int, error) {
 	ctx = c.call(ctx)
 	if err := c.checkPool(ctx); err != nil {
 		return nil, err
 	}
-	return migrations.Up(ctx, c.pool, c.opts.Schema)
+	return migrations.Up(ctx, c.pool, c.opts.Schema, to...)
 }
 
 // MigrateDown undoes the applied migrations newer than version to, newest
 // first, and returns the versions it undid. MigrateDown(ctx, 0) removes
 // everything almanac created, every slot and its history included, and the
-// schema when nothing else is left in it.
+// schema when nothing else is left in it. Undoing migration 3 is refused,
+// with an error saying so and nothing undone past it, while compacted
+// ranges exist: their finished slots have no row and would become gaps
+// that workers run again. Re-open them first to keep them, or delete the
+// rows of slot_compacted to discard them.
 func (c *Client) MigrateDown(ctx context.Context, to int) ([]int, error) {
 	ctx = c.call(ctx)
 	if err := c.checkPool(ctx); err != nil {

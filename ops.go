@@ -275,8 +275,8 @@ func (c *Client) PruneHistory(ctx context.Context, opts WriteOptions) (int64, er
 // Compact bounds the slot table's size: it deletes the rows of finished
 // slots (COMPLETE and SKIP) that end at or before before and records them
 // as compacted ranges, about one row per series and run of one state, for
-// the given series, or every registered series when none is given. Compacted
-// slots stay finished for every reader and writer (Gaps, Status,
+// the given series, or every registered series (but the unusable rows
+// ListSeries flags) when none is given. Compacted slots stay finished for every reader and writer (Gaps, Status,
 // Materialize: no worker can ever claim one again); a Reopen of any of them
 // brings its row back as a new generation. Their per-slot detail (attempts,
 // data, messages) is lost; their history stays until PruneHistory. Run it
@@ -298,7 +298,9 @@ func (c *Client) Compact(ctx context.Context, before time.Time, opts WriteOption
 			return WriteResult{}, err
 		}
 		for _, info := range all {
-			series = append(series, info.Series)
+			if info.Err == nil { // an unusable row has no slots almanac could read
+				series = append(series, info.Series)
+			}
 		}
 	}
 	var res WriteResult

@@ -155,6 +155,32 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	var drawn int
 	require.NoError(t, runtimePool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.slot_frontier WHERE name = 'backlog_report'`, schema)).Scan(&drawn))
 	require.Equal(t, 1, drawn, "the runtime role drew from the series' frontier")
+
+	// The runtime role cannot rewrite the record: it cannot erase or alter
+	// history, record a version, or shorten the history's retention...
+	for _, sql := range []string{
+		`DELETE FROM {{schema}}.slot_event`,
+		`UPDATE {{schema}}.slot_event SET message = 'forged'`,
+		`TRUNCATE {{schema}}.slot_event`,
+		`INSERT INTO {{schema}}.schema_migrations (version, name) VALUES (99, 'fake')`,
+		`UPDATE {{schema}}.schema_migrations SET applied_at = now()`,
+		`DELETE FROM {{schema}}.schema_migrations WHERE version = 8`,
+		`UPDATE {{schema}}.settings SET history_retention = '1 microsecond'`,
+	} {
+		_, err := runtimePool.Exec(ctx, sqlschema.Render(sql, schema))
+		requirePermissionDenied(t, err)
+	}
+	// ... but prunes what the retention allows, through the schema's
+	// function, and still reads its history.
+	_, err = admin.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation)
+		VALUES (clock_timestamp() - interval '91 days', 'locked_report', 'PT1H', '2026-03-01T00:00:00Z', 'failed', 1)`, schema))
+	require.NoError(t, err)
+	pruned, err := c.PruneHistory(ctx, almanac.WriteOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pruned)
+	h, err := c.History(ctx, locked, from)
+	require.NoError(t, err)
+	require.NotEmpty(t, h.Events)
 }
 
 // poolAs returns a pool on the test server that logs in as role.

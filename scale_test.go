@@ -17,6 +17,7 @@ import (
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 	"github.com/almanacdev/almanac/slot"
 )
@@ -306,4 +307,44 @@ func TestLastSlotNeedsOneClaim(t *testing.T) {
 			require.Less(t, tally.counts()["claim"], n*3/2, "claims for %d slots", n)
 		})
 	}
+}
+
+// TestGroupInsertTakesWritersLock: a group's insert waits for the writers'
+// lock of its series (the series row, which Compact, Materialize, Skip and
+// Reopen's restore hold while they insert or delete slots), so that it
+// cannot bring back a finished slot a compaction is deleting.
+func TestGroupInsertTakesWritersLock(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	e := newEngine(db.Pool, Options{Schema: db.Schema}, nil)
+	noop := func(context.Context, pgx.Tx, acquire.Slot) error { return nil }
+	for _, name := range []string{"held_a", "held_b"} {
+		require.NoError(t, e.add(Job{Series: series(t, name, "PT1M"), From: minutesAgo(5), Handler: noop}))
+	}
+	require.NoError(t, e.prepare(ctx))
+
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, sqlschema.Render(`SELECT FROM {{schema}}.series WHERE name = 'held_b' AND "interval" = 'PT1M' FOR NO KEY UPDATE`, db.Schema))
+	require.NoError(t, err)
+	var holder int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder))
+
+	done := make(chan error, 1)
+	from := minutesAgo(3)
+	go func() {
+		done <- e.materializeMany(ctx, e.jobs[0].Series, span{from: from, to: from.Add(time.Minute)}, e.jobs)
+	}()
+	// Waits for the lock the open transaction holds, and has inserted
+	// nothing meanwhile.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&waiting))
+		return waiting
+	}, 30*time.Second, time.Millisecond, "the group's insert did not wait for the series lock")
+	require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot`))
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-done)
+	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE slot_start = $1`, from))
 }

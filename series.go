@@ -28,6 +28,12 @@ type SeriesInfo struct {
 	MaxAttempts int
 	// CreatedAt is when the series was registered (database clock).
 	CreatedAt time.Time
+	// Err is set by ListSeries, and Series is zero, when the stored row
+	// cannot be used: plain SQL or another tool stored a name, interval or
+	// zone almanac refuses (a control character, P0D, Mars/Olympus). Its
+	// text names the row, escaped; nothing can be done with the series
+	// until the row is fixed or deleted.
+	Err error
 }
 
 // Series registers the series (name, interval) with the grid opts describe
@@ -96,6 +102,8 @@ func (c *Client) LookupSeries(ctx context.Context, name, interval string) (Serie
 }
 
 // ListSeries returns every registered series, ordered by name and interval.
+// A stored row that cannot be used is listed with Err set (see SeriesInfo),
+// so that one bad row does not hide the others: callers skip those.
 func (c *Client) ListSeries(ctx context.Context) ([]SeriesInfo, error) {
 	ctx = c.call(ctx)
 	if err := c.checkPool(ctx); err != nil {
@@ -110,5 +118,5 @@ func (c *Client) ListSeries(ctx context.Context) ([]SeriesInfo, error) {
 }
 
 func seriesInfo(d seriesdb.Definition) SeriesInfo {
-	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, CreatedAt: d.CreatedAt}
+	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, CreatedAt: d.CreatedAt, Err: d.Err}
 }

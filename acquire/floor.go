@@ -23,10 +23,9 @@ const fullSearchEvery = time.Second
 // marked dead. That takes the slot's old row version to be invisible to
 // every transaction in the cluster, so while any transaction runs long
 // (a locked-mode job, a report, a backup) none is marked, and every search
-// steps over every slot acquired since that transaction began: measured
-// with eight workers claiming 100 slots at a time while a transaction held
-// its snapshot, throughput fell by half after 40,000 slots and by
-// two-thirds after 100,000. Searching from the floor steps over one batch.
+// steps over every slot acquired since that transaction began, so a
+// search costs more the longer it runs. Searching from the floor steps
+// over one batch (docs/design/search-floor.md has the measurement).
 //
 // Searches that run at the same time would still all start at the same
 // place, and each would step over the rows the others have just locked,

@@ -37,11 +37,10 @@ const frontierTimeout = time.Second
 // search out of the block, the queue draws the next block, and the search
 // starts at the block's first part when that is further on: the parts in
 // between are other processes' blocks. Without it, each process's next
-// search read through the slots the others had completed since its last
-// and stepped over the rows they held: 8 workers as 4 processes of 2
-// drained a backlog at 0.84-0.90 of the throughput of 8 in one process,
-// reading 6.4 index entries per slot against 2.3 (BENCHMARKS.md, engine
-// problem 14).
+// search would read through the slots the others completed since its last
+// and step over the rows they hold, so a backlog drained by several
+// processes would cost more index reads per slot than by one
+// (docs/design/series-frontier.md has the measurement).
 //
 // The frontier is a hint, like the floor: a search still takes the first
 // acquirable slots from where it starts, so a draw or a lowering that

@@ -130,10 +130,10 @@ func fencesIn(param string) string {
 // starts keep that scan to the part of the series they span. Taking the
 // rows by an array of their addresses (ctid = ANY) made the TID scan the
 // only plan, but when the planner joined the rows back one by one (for the
-// values the update returns), it also tested each against the whole array:
-// a claim of 16,000 slots took 0.5 s in a generic plan, and taking over
-// 16,000 expired leases as long in any plan, against 0.17 s now
-// (TestLeaseListsScaleWithLeases).
+// values the update returns), it also tested each against the whole array,
+// so that a claim's cost grew with the square of its slots in a generic
+// plan, and a takeover's in any plan; TestLeaseListsScaleWithLeases holds
+// the cost linear (docs/design/plan-stable-sql.md, rule 8).
 //
 // A row whose newest version was committed after the statement began (and
 // still passed the recheck when it was locked) is not visible to the

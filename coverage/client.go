@@ -2,6 +2,7 @@ package coverage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -201,13 +202,23 @@ func (c *Client) runTx(ctx context.Context, opts pgx.TxOptions, settings string,
 	})
 }
 
-// lockSeries serializes the writers that insert slots of this series
-// (Materialize and Skip) until the transaction ends. Each re-reads what is
-// missing after taking it, so concurrent runs over the same range insert
-// every slot once, with a plain INSERT: ON CONFLICT DO NOTHING costs about
-// 60 % more per row. Workers never take this lock.
+// lockSeries serializes the writers that insert or delete slots of this
+// series (Materialize, Skip, Reopen's restore, Compact) until the
+// transaction ends. Each re-reads what is missing after taking it, so
+// concurrent runs over the same range insert every slot once, with a plain
+// INSERT: ON CONFLICT DO NOTHING costs about 60 % more per row. Workers
+// never take this lock. It is the series' row, locked FOR NO KEY UPDATE
+// (the lock a deletion's trigger takes to count deletions), which only a
+// role with UPDATE on the series table can take. An advisory lock would
+// not do: any role may take any key, and a role with no grant on the
+// schema could stall every writer of the series. A series
+// whose row is gone is an error wrapping ErrUnknownSeries.
 func (c *Client) lockSeries(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, seriesdb.WriterLockKey(c.schema, c.name, c.interval))
+	var deletions int64
+	err := tx.QueryRow(ctx, c.sql.lockDeletions, c.name, c.interval).Scan(&deletions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %s is no longer registered", seriesdb.ErrUnknownSeries, c.grid)
+	}
 	return err
 }
 
@@ -218,9 +229,9 @@ func (c *Client) lockSeries(ctx context.Context, tx pgx.Tx) error {
 // generic plan. A generic plan made while the table was empty (a new
 // schema, or one truncated and vacuumed) scans the whole table for every
 // range, for as long as the connection lives or until the table is next
-// analyzed: materializing 10M slots took 77 s that way instead of about
-// 25 s, each chunk re-counting a table that grew by the chunk. Planning a
-// range read costs well under a millisecond.
+// analyzed, so that each chunk of a materialization re-counts a table
+// that grew by the chunk (docs/design/plan-stable-sql.md, rule 1).
+// Planning a range read costs well under a millisecond.
 func planned(args ...any) []any {
 	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }

@@ -28,8 +28,9 @@
 // filled, and a trigger cuts stored ranges around every row deleted, by
 // almanac or plain SQL. A compacted range (Compact) stands for finished
 // slots whose rows were deleted to bound the table. Gap searches skip both
-// unread, so over ranges Materialize wrote they cost O(gaps): measured over
-// 10 million slots with 10 gaps, see BENCHMARKS.md. Slots inserted by other
+// unread, so over ranges Materialize wrote they cost O(gaps)
+// (docs/design/stored-and-compacted-ranges.md; BENCHMARKS.md measures 10
+// million slots). Slots inserted by other
 // tools are found by counting, as above.
 //
 // # Status

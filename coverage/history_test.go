@@ -250,6 +250,44 @@ func TestPlainSQLNeedsNoGrantOnTheHistory(t *testing.T) {
 	require.Equal(t, []briefly{{eventReopened, 2, role, "redo"}}, brief(f.history(from).Events))
 }
 
+// TestPlainSQLCannotHideReopens: a role that may only update slots sets
+// almanac.engine = 'on', the setting almanac's own statements carry, and
+// re-opens a slot: the trigger records it all the same, since the role
+// could not have recorded it itself. Before, nothing was recorded.
+func TestPlainSQLCannotHideReopens(t *testing.T) {
+	f := newFixture(t, series(t, "hide", "PT1M", "UTC", time.Time{}), Options{})
+	ctx := context.Background()
+	from := utc("2026-01-01T00:00:00Z")
+	_, err := f.c.Materialize(ctx, from, from.Add(time.Minute), WriteOptions{})
+	require.NoError(t, err)
+	f.exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE'`)
+
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	role := "almanac_test_hider_" + hex.EncodeToString(b)
+	admin := pgtest.Pool(t)
+	for _, sql := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA {{schema}} TO ` + role,
+		`GRANT SELECT, UPDATE ON {{schema}}.slot TO ` + role,
+	} {
+		_, err := admin.Exec(ctx, sqlschema.Render(sql, f.db.Schema))
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), sqlschema.Render(`DROP OWNED BY `+role+`; DROP ROLE `+role, f.db.Schema))
+	})
+	conn := connectAs(t, role)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SET LOCAL almanac.engine = 'on'`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', message = 'quietly'`, f.db.Schema))
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, []briefly{{eventReopened, 2, role, "quietly"}}, brief(f.history(from).Events))
+}
+
 // TestPruneHistory: events older than the schema's retention, on the
 // database clock, are deleted in batches; others are kept.
 func TestPruneHistory(t *testing.T) {

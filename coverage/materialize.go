@@ -19,8 +19,8 @@ import (
 //
 // It finds the gaps first and inserts only those (re-inserting a million
 // existing rows with ON CONFLICT DO NOTHING costs seconds), in transactions
-// of at most Options.ChunkSize slots. Each chunk takes a per-series advisory
-// lock and re-counts its slots under it, so any number of processes may
+// of at most Options.ChunkSize slots. Each chunk locks the series' row and
+// re-counts its slots under it, so any number of processes may
 // materialize overlapping ranges at once: every slot is inserted exactly
 // once, without errors, and no one waits on a row a worker holds. Rows are
 // never changed, whatever their state.

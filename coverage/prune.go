@@ -13,16 +13,13 @@ import (
 // deletes.
 const pruneBatchSize = 10_000
 
-// pruneBatch deletes up to $1 events older than the retention, by their
-// row addresses (a TID scan). SKIP LOCKED lets several pruners (every
-// scheduler prunes) share the work instead of queueing behind each other.
-// now() is the start of the batch's transaction on the database clock; being
-// stable, unlike clock_timestamp(), it lets the block-range index on the
-// time find the old rows.
-const pruneBatch = `DELETE FROM {{schema}}.slot_event WHERE ctid = ANY(ARRAY(
-	SELECT ctid FROM {{schema}}.slot_event
-	WHERE at < now() - (SELECT history_retention FROM {{schema}}.settings)
-	LIMIT $1 FOR UPDATE SKIP LOCKED))`
+// pruneBatch deletes up to $1 events older than the retention through the
+// schema's prune_history function (migration 8): only the schema's owner
+// may delete events, and the function, which runs as the owner, deletes
+// nothing the retention keeps. It reads them by their row addresses, with
+// SKIP LOCKED so that several pruners (every scheduler prunes) share the
+// work instead of queueing behind each other.
+const pruneBatch = `SELECT {{schema}}.prune_history($1)`
 
 const pruneCount = `SELECT count(*) FROM {{schema}}.slot_event
 	WHERE at < now() - (SELECT history_retention FROM {{schema}}.settings)`
@@ -59,9 +56,7 @@ func pruneHistory(ctx context.Context, db DB, schema string, dryRun bool, batchS
 			if dryRun {
 				return tx.QueryRow(ctx, sqlschema.Render(pruneCount, schema)).Scan(&n)
 			}
-			tag, err := tx.Exec(ctx, sqlschema.Render(pruneBatch, schema), batchSize)
-			n = tag.RowsAffected()
-			return err
+			return tx.QueryRow(ctx, sqlschema.Render(pruneBatch, schema), batchSize).Scan(&n)
 		})
 		total += n
 		if err != nil {

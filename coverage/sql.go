@@ -47,9 +47,9 @@ const countParts = `SELECT (SELECT count(*) FROM {{schema}}.slot s
 
 // listParts returns the stored starts of each part, as an array per part:
 // a correlated subquery is always run per part on the index, where a join
-// is planned from statistics, and a table not analyzed since a big insert
-// made one measured plan read the whole series once per part (2.4 s instead
-// of 0.3 ms).
+// is planned from statistics, and on a table not analyzed since a big
+// insert the planner may read the whole series once per part
+// (docs/design/plan-stable-sql.md, rule 6).
 const listParts = `SELECT ARRAY(SELECT s.slot_start FROM {{schema}}.slot s
 		WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start >= b.lo AND s.slot_start < b.hi
 		ORDER BY s.slot_start)
@@ -98,10 +98,10 @@ SELECT $1, $2, ins.slot_start, 'skipped', ins.generation, ` + actor(n) + `, left
 // and a range of slots restored from compaction none until the statement
 // that inserted them commits; without them the planner estimates every
 // range of the series at one row, and a join of the rows locked with the
-// rows read, or of the update with the rows locked, ran as a nested loop
-// comparing every slot of a chunk with every other: a re-open of 10,000
-// slots so loaded took 34 s, one of 50,000 compacted slots 3 min 34 s, and
-// the time grows with the square of the chunk. So a set of slots is tested
+// rows read, or of the update with the rows locked, runs as a nested loop
+// comparing every slot of a chunk with every other, whose time grows with
+// the square of the chunk (docs/design/plan-stable-sql.md, rule 6). So a
+// set of slots is tested
 // for membership in another through sqlschema.StartsOf, the update takes
 // its rows by that test within the chunk's range, and the history is
 // written from the locked rows, which are exactly the rows the update

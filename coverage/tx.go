@@ -19,7 +19,7 @@ import (
 // the caller retries its transaction. Each operation runs in a savepoint,
 // so a failed one leaves tx usable, and a dry run is rolled back to it. The
 // locks an operation takes (the rows it changes, and for Materialize, Skip
-// and Reopen a per-series advisory lock that serializes materializers and
+// and Reopen the series' row, which serializes materializers and
 // compaction) are held until tx ends.
 //
 // Reads (Gaps, Status, Counts, History) see what tx sees, its own writes

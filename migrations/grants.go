@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -18,8 +19,12 @@ import (
 //     sidecar, may read and write rows (SELECT, INSERT, UPDATE, DELETE on
 //     the tables, USAGE and SELECT on the fencing sequence, EXECUTE on
 //     functions) and nothing else: it cannot create, alter or drop
-//     anything. It can still call Up (Client.Migrate) at every start, which
-//     only reads the version table when the schema is current.
+//     anything, nor rewrite the record: history (slot_event) is
+//     append-only for it (old events are pruned through the schema's
+//     prune_history function), and the version table and the schema's
+//     settings are read-only. It can still call Up (Client.Migrate) at
+//     every start, which only reads the version table when the schema is
+//     current.
 //
 // Tables, sequences and functions that later migrations create are covered
 // by default privileges, provided the migrations run as migrator: an
@@ -60,6 +65,24 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s;
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %[1]s TO %[2]s;
 
+-- ... except what would let it rewrite the record: the history (slot_event)
+-- is append-only for it, and the version table and the schema's settings
+-- are read-only (migration 8 takes the same back from tables created under
+-- the default privileges below).
+DO %[7]s
+BEGIN
+    IF to_regclass(%[4]s) IS NOT NULL THEN
+        REVOKE UPDATE, DELETE, TRUNCATE ON %[1]s.slot_event FROM %[2]s;
+    END IF;
+    IF to_regclass(%[5]s) IS NOT NULL THEN
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %[1]s.schema_migrations FROM %[2]s;
+    END IF;
+    IF to_regclass(%[6]s) IS NOT NULL THEN
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %[1]s.settings FROM %[2]s;
+    END IF;
+END
+%[7]s;
+
 -- The same on everything later migrations create, as %[3]s.
 ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
     GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %[2]s;
@@ -67,6 +90,19 @@ ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
     GRANT USAGE, SELECT ON SEQUENCES TO %[2]s;
 ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
     GRANT EXECUTE ON FUNCTIONS TO %[2]s;
-`, s, r, m)
+`, s, r, m, literal(s+".slot_event"), literal(s+".schema_migrations"), literal(s+".settings"), dollarTag(s+r))
 	return b.String(), nil
+}
+
+// literal returns s as a SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// dollarTag returns a dollar-quote tag that text does not contain, so that
+// a block quoted with it and holding text ends where it should.
+func dollarTag(text string) string {
+	tag := "$grants$"
+	for i := 1; strings.Contains(text, tag); i++ {
+		tag = "$grants" + strconv.Itoa(i) + "$"
+	}
+	return tag
 }

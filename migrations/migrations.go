@@ -1,9 +1,8 @@
 // Package migrations holds almanac's database schema as embedded, versioned
 // SQL files and applies them.
 //
-// Each migration runs in its own transaction, which first takes a
-// transaction-level advisory lock keyed by the schema name and then re-reads
-// the applied versions, so any number of processes may migrate the same
+// Each migration runs in its own transaction, which first locks the version
+// table (see lockMigrations) and then re-reads the applied versions, so any number of processes may migrate the same
 // schema at once: one applies, the others find the work done. Applying is
 // re-runnable; a migration that is already recorded is never run again.
 //
@@ -27,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/pgversion"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
@@ -51,8 +51,10 @@ type Migration struct {
 	// (database clock); zero while it is pending, and in All's list.
 	AppliedAt time.Time
 	// up and down are templates in which {{schema}} stands for the quoted
-	// schema name and {{wake_channel}} for the schema's notification
-	// channel as a string literal (see render).
+	// schema name, {{schema_literal}} for that quoted name as a string
+	// literal (never inside a dollar-quoted body: a schema name may hold
+	// $$), and {{wake_channel}} for the schema's notification channel as a
+	// string literal (see render).
 	up, down string
 }
 
@@ -71,6 +73,7 @@ func (m Migration) downSQL(schema string) string { return render(m.down, schema)
 // it as a literal is trivial.
 func render(sql, schema string) string {
 	sql = strings.ReplaceAll(sql, "{{wake_channel}}", "'"+wake.Channel(schema)+"'")
+	sql = strings.ReplaceAll(sql, "{{schema_literal}}", "'"+strings.ReplaceAll(sqlschema.Quote(schema), "'", "''")+"'")
 	return sqlschema.Render(sql, schema)
 }
 
@@ -202,9 +205,21 @@ const (
 // migrating role owns needs nothing more) and apply what is missing. On a
 // server older than PostgreSQL 14 it applies nothing and returns an error
 // wrapping ErrServerVersion.
-func Up(ctx context.Context, db DB, schema string) ([]int, error) {
+//
+// With to, Up applies the pending migrations up to version to only, for a
+// staged upgrade (apply 3, deploy, then the rest); a schema already past to
+// is left as it is. More than one to, or one outside 1 to Latest, is an
+// error matching the module's ErrInvalid (almanac.ErrInvalid).
+func Up(ctx context.Context, db DB, schema string, to ...int) ([]int, error) {
 	if err := sqlschema.Check(schema); err != nil {
 		return nil, err
+	}
+	last := Latest()
+	if len(to) > 1 || len(to) == 1 && (to[0] < 1 || to[0] > last) {
+		return nil, fmt.Errorf("%w: migrate up to version %v: expected one version from 1 to %d", input.ErrInvalid, to, last)
+	}
+	if len(to) == 1 {
+		last = to[0]
 	}
 	if err := Require(ctx, db, schema); err == nil || !errors.Is(err, ErrNotMigrated) {
 		return nil, err
@@ -217,7 +232,7 @@ func Up(ctx context.Context, db DB, schema string) ([]int, error) {
 		return nil, err
 	}
 	var applied []int
-	for _, m := range all {
+	for _, m := range all[:last] {
 		done, err := inLockedTx(ctx, db, schema, func(tx pgx.Tx) (bool, error) {
 			if err := createVersionTable(ctx, tx, schema); err != nil {
 				return false, err
@@ -249,13 +264,20 @@ func Up(ctx context.Context, db DB, schema string) ([]int, error) {
 // in its own transaction. Down(ctx, db, schema, 0) removes everything
 // almanac created, all slots included: the version table, and the schema
 // itself when nothing else is left in it (a schema holding other objects is
-// kept). It returns the versions it undid.
+// kept). It returns the versions it undid. Going below version 3 is refused,
+// with nothing undone, while compacted ranges exist (see Client.MigrateDown
+// in the root package).
 func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 	if err := sqlschema.Check(schema); err != nil {
 		return nil, err
 	}
 	if to < 0 || to > Latest() {
 		return nil, fmt.Errorf("migrate down to version %d: expected 0 to %d", to, Latest())
+	}
+	if to < 3 {
+		if err := checkNoCompacted(ctx, db, schema); err != nil {
+			return nil, err
+		}
 	}
 	var undone []int
 	for i := len(all) - 1; i >= 0 && all[i].Version > to; i-- {
@@ -305,6 +327,33 @@ func Down(ctx context.Context, db DB, schema string, to int) ([]int, error) {
 		}
 	}
 	return undone, nil
+}
+
+// checkNoCompacted refuses to go below version 3 while compacted ranges
+// exist, before anything is undone: their finished slots have no row, and
+// would become gaps that workers run again. Migration 3's down SQL refuses
+// too, for scripts that run it by hand; this check keeps the versions
+// above 3 from being undone first.
+func checkNoCompacted(ctx context.Context, db DB, schema string) error {
+	var ranges int64
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		tx, err := db.BeginTx(ctx, txOptions)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+		var exists bool
+		table := sqlschema.Quote(schema) + ".slot_compacted"
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil || !exists {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&ranges)
+	})
+	if err != nil || ranges == 0 {
+		return err
+	}
+	return fmt.Errorf("cannot undo migration 3: %d compacted range(s) of finished slots would become gaps that workers run again; "+
+		"re-open them first to keep them (almanac reopen), or discard them (almanac migrate down --discard, or DELETE FROM slot_compacted)", ranges)
 }
 
 // The statements Down runs besides the migrations' own, shared with
@@ -469,6 +518,60 @@ func inLockedTx(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (bool
 	return changed, err
 }
 
+// errLocked is returned, wrapped, when the migration lock of a schema that
+// has no version table yet stays taken for bootstrapWait.
+var errLocked = errors.New("migration lock held")
+
+// bootstrapWait bounds the wait for the migration lock of a schema that
+// has no version table yet: that lock is an advisory one, which any role
+// can take. Creating the version table takes a fraction of a second.
+var bootstrapWait = 10 * time.Second
+
+// lockMigrations takes the schema's migration lock for the rest of tx: the
+// version table, locked SHARE ROW EXCLUSIVE. That mode excludes another
+// migrator and the inserts of the version table, not its readers (Require,
+// Status), and only a role that may write the table can take it: the
+// runtime role reads it, and a role with no grant cannot name it. Before
+// the version table exists there is no table to lock, so the first
+// migrators queue on an advisory lock keyed by the schema, for at most
+// bootstrapWait: any role may take that key, and a migration must fail
+// with a message saying so rather than wait on it for ever. Once the
+// table has been created (by this transaction, or by a migrator that
+// committed while this one waited), the table's lock is taken as well.
+func lockMigrations(ctx context.Context, tx pgx.Tx, schema string) error {
+	table := sqlschema.Quote(schema) + ".schema_migrations"
+	exists := func() (bool, error) {
+		var ok bool
+		err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok)
+		return ok, err
+	}
+	ok, err := exists()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, bootstrapWait.Milliseconds())); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "almanac.migrate:"+schema)
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			return fmt.Errorf("%w: waited %s for the lock that creates %s; another session holds the advisory lock hashtextextended('almanac.migrate:%s', 0) (see pg_locks where locktype = 'advisory')",
+				errLocked, bootstrapWait, table, schema)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+			return err
+		}
+		if ok, err = exists(); err != nil || !ok {
+			return err
+		}
+	}
+	_, err = tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE ROW EXCLUSIVE MODE`)
+	return err
+}
+
 func inLockedTxOnce(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (bool, error)) (bool, error) {
 	tx, err := db.BeginTx(ctx, txOptions)
 	if err != nil {
@@ -479,7 +582,7 @@ func inLockedTxOnce(ctx context.Context, db DB, schema string, fn func(pgx.Tx) (
 		SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
 		return false, err
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "almanac.migrate:"+schema); err != nil {
+	if err := lockMigrations(ctx, tx, schema); err != nil {
 		return false, err
 	}
 	changed, err := fn(tx)

@@ -211,3 +211,59 @@ func TestDownFromCompletionsKeepsHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before, after, "the same events, as version 3 rows")
 }
+
+// TestDownBelowRangesKeepsCompactedSlots: undoing migration 3 while
+// compacted ranges exist is refused, with nothing undone past it: their
+// slots have no row and would become gaps that workers run again. Once the
+// ranges are gone (re-opened, or deleted to discard them) it goes through,
+// and a round trip down to 2 and up again keeps the history exactly.
+func TestDownBelowRangesKeepsCompactedSlots(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := migrations.Up(ctx, pool, schema)
+	require.NoError(t, err)
+	exec := func(sql string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sqlschema.Render(sql, schema))
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO {{schema}}.slot_compacted (name, "interval", range_start, range_end, status, generation, completed_at)
+		VALUES ('s', 'PT1M', '2026-01-01T00:00Z', '2026-01-01T01:00Z', 'COMPLETE', 1, '2026-01-01T02:00Z')`)
+	exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, fence, attempts, generation, completed_at, completed_by)
+		VALUES ('s', 'PT1M', '2026-01-01T01:00Z', '2026-01-01T01:01Z', 'COMPLETE', 9, 1, 2, '2026-01-01T01:09Z', '0b9e3f55-2f0e-4c59-9d4b-8f5b7d1c2a10')`)
+	exec(`INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation, owner, fence, attempt, completed_at)
+		VALUES ('2026-01-01T01:08Z', 's', 'PT1M', '2026-01-01T01:00Z', 'reopened', 2, '0b9e3f55-2f0e-4c59-9d4b-8f5b7d1c2a10', 5, 3, '2026-01-01T01:04Z')`)
+	history := func() []string {
+		t.Helper()
+		rows, err := pool.Query(ctx, sqlschema.Render(`SELECT format('%s %s g%s', at AT TIME ZONE 'UTC', event, generation)
+			FROM {{schema}}.slot_history ORDER BY at`, schema))
+		require.NoError(t, err)
+		h, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return h
+	}
+	before := history()
+	require.Len(t, before, 3)
+
+	undone, err := migrations.Down(ctx, pool, schema, 2)
+	require.ErrorContains(t, err, "cannot undo migration 3: 1 compacted range(s)")
+	require.Empty(t, undone, "nothing is undone")
+	require.NoError(t, migrations.Require(ctx, pool, schema))
+	require.True(t, tableExists(t, schema, "slot_compacted"), "the ranges are kept")
+	// The printed SQL, run by hand, stops at migration 3 too.
+	states, err := migrations.Status(ctx, pool, schema)
+	require.NoError(t, err)
+	script, err := migrations.DownPlan(schema, states, 2)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, script)
+	require.ErrorContains(t, err, "cannot undo migration 3: 1 compacted range(s)")
+	require.True(t, tableExists(t, schema, "slot_compacted"), "the ranges are kept")
+
+	exec(`DELETE FROM {{schema}}.slot_compacted`)
+	_, err = migrations.Down(ctx, pool, schema, 2)
+	require.NoError(t, err)
+	_, err = migrations.Up(ctx, pool, schema)
+	require.NoError(t, err)
+	require.Equal(t, before, history(), "a round trip below version 3 neither loses nor doubles an event")
+}

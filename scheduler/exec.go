@@ -48,7 +48,8 @@ const (
 // SHELL, LANG, TZ, TMPDIR and every LC_* variable of the scheduler's
 // environment that is set, then Env's entries, then the slot:
 //
-//	ALMANAC_NAME         series name
+//	ALMANAC_SERIES       series name (one sidecar may serve many series)
+//	ALMANAC_NAME         series name, the same as ALMANAC_SERIES
 //	ALMANAC_INTERVAL     interval, e.g. PT5M
 //	ALMANAC_SLOT         slot text, e.g. 2026-03-01T10:00:00Z/PT5M
 //	ALMANAC_SLOT_START   start, RFC 3339 in the series' zone
@@ -274,6 +275,7 @@ func (c Command) stop(p *supervisor.Process, done <-chan ended) ended {
 
 func slotEnv(s acquire.Slot) []string {
 	return []string{
+		"ALMANAC_SERIES=" + s.Name,
 		"ALMANAC_NAME=" + s.Name,
 		"ALMANAC_INTERVAL=" + s.Interval.String(),
 		"ALMANAC_SLOT=" + s.Slot.String(),

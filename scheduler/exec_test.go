@@ -114,6 +114,8 @@ func TestCommandEnvironment(t *testing.T) {
 	require.Equal(t, "C", env["LC_TIME"])
 	require.Equal(t, "Europe/Berlin", env["TZ"])
 	require.Equal(t, "2026-01-01T00:00:00Z/PT1M", env["ALMANAC_SLOT"])
+	require.Equal(t, env["ALMANAC_NAME"], env["ALMANAC_SERIES"], "the series, under both names")
+	require.NotEmpty(t, env["ALMANAC_SERIES"])
 	require.Equal(t, "1", env["ALMANAC_ATTEMPT"])
 	require.NotEmpty(t, env["ALMANAC_FENCE"])
 	for _, name := range []string{"DATABASE_URL", "ALMANAC_DATABASE_URL", "ALMANAC_LISTEN_URL", "PGPASSWORD", "PGHOST", "REPORT_DIR", "AWS_SECRET_ACCESS_KEY", "ALMANAC_SUPERVISOR"} {
@@ -204,7 +206,7 @@ func TestCommandCheck(t *testing.T) {
 		require.ErrorIs(t, err, supervisor.ErrCannotStart, "%+v", tt.cmd)
 		require.ErrorContains(t, err, tt.want)
 	}
-	for _, entry := range []string{"", "=x", "1X", "A-B=1", "ALMANAC_SLOT=x", "ALMANAC_FENCE", "A=\x00"} {
+	for _, entry := range []string{"", "=x", "1X", "A-B=1", "ALMANAC_SLOT=x", "ALMANAC_FENCE", "ALMANAC_SERIES=x", "A=\x00"} {
 		err := Command{Path: "sh", Env: []string{entry}}.Check()
 		require.ErrorIs(t, err, errBadEnv, "%q", entry)
 		require.ErrorContains(t, err, `"`+strings.ReplaceAll(entry, "\x00", `\x00`)+`"`)

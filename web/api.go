@@ -73,6 +73,20 @@ func (s *server) summaries(ctx context.Context, infos []almanac.SeriesInfo) (sum
 	return out, asOf, nil
 }
 
+// usable splits infos into the series that can be shown and the text of
+// the stored rows that cannot (SeriesInfo.Err), so that one bad row plain
+// SQL wrote is flagged while every other series is shown.
+func usable(infos []almanac.SeriesInfo) (good []almanac.SeriesInfo, bad []string) {
+	for _, info := range infos {
+		if info.Err != nil {
+			bad = append(bad, info.Err.Error())
+			continue
+		}
+		good = append(good, info)
+	}
+	return good, bad
+}
+
 func seriesQuery(g almanac.Series) string {
 	return url.Values{"series": {g.Name()}, "interval": {g.Interval().String()}}.Encode()
 }
@@ -95,13 +109,14 @@ func human(t time.Time) string {
 // the script from the JSON API.
 func (s *server) index(w http.ResponseWriter, r *http.Request) {
 	infos, err := s.client.ListSeries(r.Context())
+	infos, unusable := usable(infos)
 	var sums []summary
 	asOf := time.Now()
 	if err == nil {
 		sums, asOf, err = s.summaries(r.Context(), infos)
 	}
 	data := map[string]any{"Series": sums, "Actions": s.actionsOn(), "Buckets": s.opts.Buckets, "CSRF": "",
-		"Refresh": max(s.opts.Refresh, 0).Milliseconds(), "AsOf": asOf.Format("15:04:05 MST")}
+		"Refresh": max(s.opts.Refresh, 0).Milliseconds(), "AsOf": asOf.Format("15:04:05 MST"), "Unusable": unusable}
 	if v, err := s.client.ServerVersion(r.Context()); err == nil {
 		data["Server"] = v
 	}
@@ -138,6 +153,7 @@ func (s *server) apiSeries(w http.ResponseWriter, r *http.Request) {
 	} else {
 		infos, err = s.client.ListSeries(r.Context())
 	}
+	infos, unusable := usable(infos)
 	var sums []summary
 	var asOf time.Time
 	if err == nil {
@@ -152,7 +168,11 @@ func (s *server) apiSeries(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, msg)
 		return
 	}
-	writeFresh(w, r, map[string]any{"series": sums, "serverVersion": version}, asOf)
+	body := map[string]any{"series": sums, "serverVersion": version}
+	if len(unusable) > 0 {
+		body["unusable"] = unusable
+	}
+	writeFresh(w, r, body, asOf)
 }
 
 // target is the series and range a request names.

@@ -181,3 +181,34 @@ func (j *cookieJar) SetCookies(_ *url.URL, cs []*http.Cookie) {
 }
 
 func (j *cookieJar) Cookies(*url.URL) []*http.Cookie { return nil }
+
+// TestUnusableSeriesRow: rows plain SQL stored with a name, interval or
+// zone almanac refuses are flagged, and every other series is still shown
+// by /api/series and the page. Before, both failed for every series.
+func TestUnusableSeriesRow(t *testing.T) {
+	f := seed(t)
+	f.exec(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin) VALUES
+		('bad` + "\x1b" + `[2J', 'PT1H', 'UTC', '2000-01-01T00:00:00Z'),
+		('zero', 'P0D', 'UTC', '2000-01-01T00:00:00Z'),
+		('mars', 'PT1H', 'Mars/Olympus', '2000-01-01T00:00:00Z')`)
+	srv := f.serve(t, web.Options{CacheTTL: -1})
+	var ss struct {
+		Series   []struct{ Name string }
+		Unusable []string
+	}
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/series", &ss))
+	require.Len(t, ss.Series, 1)
+	require.Equal(t, "orders", ss.Series[0].Name)
+	require.Len(t, ss.Unusable, 3)
+	require.Contains(t, strings.Join(ss.Unusable, "\n"), "Mars/Olympus")
+	res, err := http.Get(srv.URL + "/")
+	require.NoError(t, err)
+	page, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode)
+	text := html.UnescapeString(string(page))
+	require.Contains(t, text, "orders")
+	require.Contains(t, text, `stored series "zero" "P0D" is unusable`)
+	require.NotContains(t, text, "\x1b", "no raw control character reaches the page")
+}

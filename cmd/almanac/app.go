@@ -80,6 +80,12 @@ func exitCode(err error) int {
 const defaultRetryTimeout = 30 * time.Second
 
 // app holds the global flags and the streams of one invocation.
+// hostClock is this host's clock: it times what the command itself does
+// (the demo's elapsed times). Cutoffs that select rows (compact
+// --older-than) come from the database's clock, which every worker's
+// claims and leases already follow; tests move this one to show it.
+var hostClock = time.Now
+
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -147,6 +153,11 @@ func runInput(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var ee *exitError
 	if !a.started && !errors.As(err, &ee) {
 		code = exitUsage
+	}
+	if a.jsonLogs() {
+		// almanac run's log is JSON on every line, its last one too.
+		a.jsonLogger(stderr).Error("almanac: "+oneLine(err.Error()), "exit_code", code)
+		return code
 	}
 	fmt.Fprintln(stderr, "almanac: "+oneLine(err.Error()))
 	return code
@@ -308,7 +319,7 @@ func (a *app) logger() *slog.Logger {
 	case !a.logs:
 		return slog.New(slog.DiscardHandler)
 	case a.logFormat == "json":
-		return slog.New(slog.NewJSONHandler(a.stderr, opts))
+		return a.jsonLogger(a.stderr)
 	default:
 		return slog.New(slog.NewTextHandler(a.stderr, opts))
 	}

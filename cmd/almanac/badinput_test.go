@@ -191,6 +191,8 @@ func TestBadInputBinary(t *testing.T) {
 		bad("pass --yes to confirm, or --dry-run", s("migrate", "down")...),
 		bad("pass --yes to confirm, or --dry-run", s("migrate", "down", "--to", "1")...),
 		bad("not both", s("migrate", "down", "--yes", "--dry-run")...),
+		bad("--to 99: expected a version from 1 to", s("migrate", "up", "--to", "99")...),
+		bad("--to 0: expected a version from 1 to", s("migrate", "up", "--to", "0")...),
 		bad(`"pg_monitor"`, s("migrate", "grants", "--runtime", "pg_monitor", "--migrator", "owner")...),
 
 		// reopen, skip and retry: free text that cannot be stored.

@@ -27,7 +27,7 @@ func (a *app) compactCommand() *cobra.Command {
 		Use:   "compact [NAME --interval P] (--before T | --older-than D) [--dry-run]",
 		Short: "Bound the slot table: delete old finished slots into compacted ranges",
 		Long: `Delete the rows of the finished slots (COMPLETE and SKIP) that end at or before
---before (or more than --older-than ago, by this host's clock), of one series or
+--before (or more than --older-than ago, by the database's clock), of one series or
 of every series, and record them as compacted ranges: about one row per series
 and run of one state, however many years. Run it on a retention (daily from
 cron, say) to keep the slot table's size flat.
@@ -84,7 +84,14 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				}
 			}
 			if olderThan != "" {
-				at = time.Now().Add(-age)
+				// By the database's clock, as workers' claims and leases
+				// are: a host whose clock is off would compact by its own
+				// idea of now.
+				var now time.Time
+				if err := a.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+					return fmt.Errorf("read the database clock: %w", err)
+				}
+				at = now.Add(-age)
 			} else {
 				var err error
 				if at, err = slot.ParseTime(before, loc); err != nil {
@@ -103,7 +110,11 @@ history --prune removes it. Open and missing slots are never compacted.`,
 				if err != nil {
 					return err
 				}
-				n = len(all)
+				for _, info := range all {
+					if info.Err == nil { // Compact passes unusable rows by
+						n++
+					}
+				}
 			}
 			by := at.In(loc).Format(time.RFC3339)
 			if a.json {

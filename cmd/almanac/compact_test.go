@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -55,4 +56,55 @@ func TestCompactCommand(t *testing.T) {
 	st = decode[statusResult](t, cli(t, "--schema", schema, "--json", "status", "sensor", "--interval", "PT5M"))
 	require.Equal(t, "2026-03-01T00:00:00Z", *st.From, "the default range includes compacted slots")
 	require.Equal(t, int64(24), st.Complete)
+}
+
+// TestCompactOlderThanByDatabaseClock: --older-than counts back from the
+// database's clock, so a host whose clock runs two days ahead compacts
+// nothing that finished within the age by the database's clock.
+func TestCompactOlderThanByDatabaseClock(t *testing.T) {
+	schema := coverageSchema(t)
+	execSQL(t, schema, `INSERT INTO {{schema}}.slot (name, interval, slot_start, slot_end, status, completed_at)
+		SELECT 'sensor', 'PT5M', s, s + interval '5 minutes', 'COMPLETE', now()
+		FROM generate_series(date_trunc('hour', clock_timestamp()) - interval '2 hours', date_trunc('hour', clock_timestamp()) - interval '5 minutes', interval '5 minutes') AS s`)
+	ahead := hostClock
+	hostClock = func() time.Time { return time.Now().Add(48 * time.Hour) }
+	defer func() { hostClock = ahead }()
+
+	res := decode[compactResult](t, cli(t, "--schema", schema, "--json", "compact", "--older-than", "PT24H"))
+	require.Zero(t, res.Compacted, "slots that ended within the last day by the database clock stay")
+	res = decode[compactResult](t, cli(t, "--schema", schema, "--json", "compact", "sensor", "--interval", "PT5M", "--older-than", "PT5M"))
+	require.Positive(t, res.Compacted, "slots that ended more than 5 minutes ago by the database clock go")
+}
+
+// TestMigrateStagedAndBelowCompaction: migrate up --to N applies up to N
+// only; migrating down below version 3 with compacted slots is refused
+// (exit 1, nothing undone past it) unless --discard, since they would come
+// back as gaps that workers run again.
+func TestMigrateStagedAndBelowCompaction(t *testing.T) {
+	schema := freshSchema(t, "cli_stage_")
+	r := cli(t, "--schema", schema, "--json", "migrate", "up", "--to", "3")
+	requireOK(t, r)
+	staged := decode[migrateResult](t, r)
+	require.Equal(t, []int{1, 2, 3}, staged.Applied)
+	require.Equal(t, 3, staged.Version)
+	r = cli(t, "--schema", schema, "migrate", "up")
+	requireOK(t, r)
+	require.NotContains(t, r.stdout, "applied 003_")
+	require.Contains(t, r.stdout, "applied 004_")
+
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "sensor", "--interval", "PT5M"))
+	day := []string{"--from", "2026-03-01T00:00:00Z", "--to", "2026-03-01T02:00:00Z"}
+	requireOK(t, cli(t, append([]string{"--schema", schema, "materialize", "sensor", "--interval", "PT5M"}, day...)...))
+	execSQL(t, schema, `UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now()`)
+	requireOK(t, cli(t, "--schema", schema, "compact", "sensor", "--interval", "PT5M", "--before", "2026-03-01T01:00:00Z"))
+
+	r = cli(t, "--schema", schema, "migrate", "down", "--to", "2", "--yes")
+	require.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+	require.Contains(t, r.stderr, "cannot undo migration 3: 1 compacted range(s)")
+	require.Contains(t, r.stderr, "--discard")
+	st := decode[statusResult](t, cli(t, append([]string{"--schema", schema, "--json", "status", "sensor", "--interval", "PT5M"}, day...)...))
+	require.Equal(t, int64(24), st.Complete, "the compacted slots are still finished")
+
+	requireOK(t, cli(t, "--schema", schema, "migrate", "down", "--to", "2", "--discard", "--yes"))
+	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
 }

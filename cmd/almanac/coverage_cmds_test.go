@@ -257,3 +257,33 @@ func TestCoverageUnavailable(t *testing.T) {
 	require.Equal(t, 3, r.code, r.stderr)
 	require.Contains(t, r.stderr, "migrate up")
 }
+
+// TestSeriesListFlagsUnusableRows: rows plain SQL stored with a name,
+// interval or zone almanac refuses are flagged (a warning line, an
+// "error" field), the others are listed, and the exit code is 0; compact
+// over every series passes them by. Before, series list exited 2.
+func TestSeriesListFlagsUnusableRows(t *testing.T) {
+	schema := coverageSchema(t)
+	execSQL(t, schema, `INSERT INTO {{schema}}.series (name, "interval", time_zone, origin) VALUES
+		('bad`+"\x1b"+`[2J', 'PT1H', 'UTC', '2000-01-01T00:00:00Z'),
+		('zero', 'P0D', 'UTC', '2000-01-01T00:00:00Z'),
+		('mars', 'PT1H', 'Mars/Olympus', '2000-01-01T00:00:00Z')`)
+	r := cli(t, "--schema", schema, "series", "list")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "sensor")
+	require.Contains(t, r.stdout, "billing")
+	require.Equal(t, 3, strings.Count(r.stderr, "almanac: warning: stored series"), r.stderr)
+	require.Contains(t, r.stderr, "Mars/Olympus")
+	require.NotContains(t, r.stderr+r.stdout, "\x1b", "no raw control character reaches the terminal")
+
+	list := decode[[]seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "list"))
+	require.Len(t, list, 5)
+	var flagged int
+	for _, s := range list {
+		if s.Error != "" {
+			flagged++
+		}
+	}
+	require.Equal(t, 3, flagged)
+	requireOK(t, cli(t, "--schema", schema, "compact", "--older-than", "1d"))
+}

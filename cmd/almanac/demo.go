@@ -67,7 +67,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 			fmt.Fprintf(out, "\n(schema %s dropped; run with --keep to look at it)\n", schema)
 		}()
 	}
-	began := time.Now()
+	began := hostClock()
 	client, err := almanac.New(pool, almanac.Options{Schema: schema, ChunkSize: 250})
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 
 	// 1. Data and series.
-	now := time.Now().UTC()
+	now := hostClock().UTC()
 	to := now.Truncate(5 * time.Minute).Add(-5 * time.Minute) // the last window that is due (one minute of lag)
 	from := to.Add(-demoDays * 24 * time.Hour)
 	if err := sensor.Setup(ctx, pool, schema, demoDays*24+1, now); err != nil {
@@ -135,7 +135,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		lateFrom, lateTo); err != nil {
 		return err
 	}
-	reopenedAt := time.Now()
+	reopenedAt := hostClock()
 	reopened, err := client.Reopen(ctx, series, lateFrom, lateTo, almanac.WriteOptions{Reason: "late data from sensor 9"})
 	if err != nil {
 		return err
@@ -197,7 +197,7 @@ type demoChaos struct {
 // cancelled mid-slot and roll back) and terminating a worker backend every
 // 150 ms.
 func runDemoWorkers(ctx context.Context, pool *pgxpool.Pool, schema string, job almanac.Job, done func() bool) (chaos demoChaos, err error) {
-	began := time.Now()
+	began := hostClock()
 	start := func() (*almanac.Client, error) {
 		c, err := almanac.New(pool, almanac.Options{Schema: schema, Concurrency: demoWorkers,
 			PollInterval: 100 * time.Millisecond, ShutdownTimeout: time.Millisecond})

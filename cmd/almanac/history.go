@@ -116,7 +116,8 @@ be left out), or any time in the slot (RFC 3339, or a local date or time in
 the series' zone), which needs --interval.
 
 Events are kept for the schema's retention (90 days unless changed with
-UPDATE <schema>.settings SET history_retention = '30 days'); schedulers prune
+UPDATE <schema>.settings SET history_retention = '30 days', as the migration
+role); schedulers prune
 older ones as they run, and --prune does it now.`,
 		Example: `  almanac history billing 2026-03-10T00:00:00+01:00/P1D
   almanac history sensor_report 2026-03-01T10:07 --interval PT5M --json

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,12 +22,12 @@ func main() {
 	go func() {
 		// The first signal asks for a graceful stop; a second one means now.
 		sig := <-signals
-		fmt.Fprintf(os.Stderr, "almanac: %s: stopping gracefully; a second signal stops at once\n", sig)
+		signalNotice(sig, false)
 		cancel()
 		// Exiting kills the running commands of `almanac run`: each one's
 		// supervisor sees the process end and kills everything it started.
 		sig = <-signals
-		fmt.Fprintf(os.Stderr, "almanac: second %s: killing running commands and exiting without waiting\n", sig)
+		signalNotice(sig, true)
 		os.Exit(130)
 	}()
 	os.Exit(runInput(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/migrations"
 )
 
@@ -17,7 +20,8 @@ func (a *app) migrateCommand() *cobra.Command {
 		Long: `Manage almanac's tables in the schema given by --schema (default almanac).
 
 Migrations are versioned SQL files embedded in the binary. Each runs in its own
-transaction under an advisory lock, so several processes may migrate at once.`,
+transaction holding a lock on the version table, so several processes may
+migrate at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -33,20 +37,38 @@ type migrateResult struct {
 }
 
 func (a *app) migrateUpCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "up",
+	var to int
+	cmd := &cobra.Command{
+		Use:   "up [--to N]",
 		Short: "Apply every pending migration (safe to run repeatedly and concurrently)",
-		Args:  noArgs,
+		Long: `Apply the pending migrations, each in its own transaction. With --to N, only
+those up to version N: a staged upgrade (migrate to N, deploy the version of
+almanac that needs it, then migrate up the rest).`,
+		Example: `  almanac migrate up
+  almanac migrate up --to 3`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var upTo []int
+			if cmd.Flags().Changed("to") {
+				if to < 1 || to > migrations.Latest() {
+					return usagef("--to %d: expected a version from 1 to %d", to, migrations.Latest())
+				}
+				upTo = []int{to}
+			}
 			c, err := a.connectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			applied, err := c.Migrate(cmd.Context())
+			applied, err := c.Migrate(cmd.Context(), upTo...)
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
 			}
 			res := migrateResult{Schema: a.schema, Applied: applied, Version: migrations.Latest()}
+			if len(upTo) == 1 {
+				if res.Version, err = a.schemaVersion(cmd.Context(), c); err != nil {
+					return fmt.Errorf("migrate up: %w", err)
+				}
+			}
 			if a.json {
 				return a.printJSON(res)
 			}
@@ -61,13 +83,30 @@ func (a *app) migrateUpCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().IntVar(&to, "to", 0, "apply the migrations up to this version only (default: all)")
+	return cmd
+}
+
+// schemaVersion returns the highest version applied to the schema.
+func (a *app) schemaVersion(ctx context.Context, c *almanac.Client) (int, error) {
+	states, err := c.Migrations(ctx)
+	if err != nil {
+		return 0, err
+	}
+	v := 0
+	for _, m := range states {
+		if !m.AppliedAt.IsZero() {
+			v = m.Version
+		}
+	}
+	return v, nil
 }
 
 func (a *app) migrateDownCommand() *cobra.Command {
 	var to int
-	var yes, dryRun bool
+	var yes, dryRun, discard bool
 	cmd := &cobra.Command{
-		Use:   "down [--to N] (--yes | --dry-run)",
+		Use:   "down [--to N] [--discard] (--yes | --dry-run)",
 		Short: "Undo migrations; by default all of them, which deletes every series and slot",
 		Long: `Undo applied migrations newer than --to, newest first. With the default --to 0
 everything almanac created in the schema is dropped, all series and slots
@@ -75,7 +114,12 @@ included, and the schema itself when nothing else is left in it.
 
 This cannot be undone. On a terminal, down says what it will drop and asks you
 to type yes; otherwise (a script, a pipe) it needs --yes. --dry-run prints the
-SQL it would run and changes nothing.`,
+SQL it would run and changes nothing.
+
+Going below version 3 is refused while compacted ranges exist (almanac
+compact): their finished slots have no row and would become gaps that workers
+run again after the next migrate up. Re-open them first to keep them, or pass
+--discard to delete the ranges.`,
 		Example: `  almanac migrate down --dry-run
   almanac migrate down --to 1 --dry-run`,
 		Args: noArgs,
@@ -127,6 +171,11 @@ SQL it would run and changes nothing.`,
 					return problemError(fmt.Errorf("migrate down: not confirmed; nothing was changed"))
 				}
 			}
+			if discard && to < 3 {
+				if err := a.discardCompacted(ctx); err != nil {
+					return fmt.Errorf("migrate down: %w", err)
+				}
+			}
 			undone, err := c.MigrateDown(ctx, to)
 			if err != nil {
 				return fmt.Errorf("migrate down: %w", err)
@@ -148,7 +197,20 @@ SQL it would run and changes nothing.`,
 	cmd.Flags().IntVar(&to, "to", 0, "version to go down to (0 removes everything)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "drop without asking (required when standard input is not a terminal)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the SQL down would run; change nothing")
+	cmd.Flags().BoolVar(&discard, "discard", false, "below version 3, delete the compacted ranges (finished slots without a row) instead of refusing")
 	return cmd
+}
+
+// discardCompacted deletes the schema's compacted ranges, when it has the
+// table, so that undoing migration 3 goes through (migrate down --discard).
+func (a *app) discardCompacted(ctx context.Context) error {
+	table := sqlschema.Quote(a.schema) + ".slot_compacted"
+	var exists bool
+	if err := a.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil || !exists {
+		return err
+	}
+	_, err := a.pool.Exec(ctx, `DELETE FROM `+table)
+	return err
 }
 
 func (a *app) migrateGrantsCommand() *cobra.Command {

@@ -169,6 +169,16 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "x", "--interval", "PT5M", "--lease-ttl", "10ms", "--", "true"}, "--lease-ttl"},
 		{[]string{"run", "x", "--interval", "PT5M", "--from", "2026-02-01", "--to", "2026-01-01", "--", "true"}, "is after --to"},
 		{[]string{"run", "berlin", "--interval", "P1D", "--tz", "UTC", "--", "true"}, "registered with zone Europe/Berlin"},
+		{[]string{"run", "x", "berlin", "--interval", "P1D", "--tz", "UTC", "--", "true"}, "registered with zone Europe/Berlin"},
+		{[]string{"run", "x", "--like", "x%", "--interval", "PT5M", "--", "true"}, "not several"},
+		{[]string{"run", "--all", "--series", "x", "--interval", "PT5M", "--", "true"}, "not several"},
+		{[]string{"run", "x", "--series", "x", "--interval", "PT5M", "--", "true"}, "given twice"},
+		{[]string{"run", "--like", `x\`, "--interval", "PT5M", "--", "true"}, "ends with the escape character"},
+		{[]string{"run", "--all", "--tz", "UTC", "--interval", "PT5M", "--", "true"}, "--tz and --origin"},
+		{[]string{"run", "--all", "--refresh", "0s", "--interval", "PT5M", "--", "true"}, `--refresh "0s"`},
+		{[]string{"run", "--all", "--", "true"}, "--interval is required"},
+		{[]string{"run", "--like", "nothing%", "--interval", "PT5M", "--from", "2026-02-01", "--to", "2026-01-01", "--", "true"}, "is after --to"},
+		{[]string{"run", "--series", "", "--interval", "PT5M", "--", "true"}, "name"},
 	} {
 		r := cli(t, append([]string{"--schema", schema}, tt.args...)...)
 		require.Equal(t, 2, r.code, "%q: %s", tt.args, r.stderr)

@@ -32,9 +32,15 @@ type seriesJSON struct {
 	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
 	Created   *bool     `json:"created,omitempty"`
+	// Error says why a stored row cannot be used (SeriesInfo.Err); the
+	// other fields are then empty.
+	Error string `json:"error,omitempty"`
 }
 
 func toSeriesJSON(d almanac.SeriesInfo) seriesJSON {
+	if d.Err != nil {
+		return seriesJSON{Error: d.Err.Error(), CreatedAt: d.CreatedAt}
+	}
 	return seriesJSON{
 		Name: d.Series.Name(), Interval: d.Series.Interval().String(), TimeZone: d.Series.Location().String(),
 		Origin: slot.FormatTime(d.Series.Origin()), CreatedAt: d.CreatedAt,
@@ -130,7 +136,11 @@ func (a *app) seriesListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List registered series",
-		Args:  noArgs,
+		Long: `List registered series. A stored row almanac cannot use (plain SQL wrote a
+name with a control character, an interval such as P0D, an unknown zone) is
+flagged: a warning line on stderr, or an entry with an "error" field in --json;
+the other series are listed and the exit code is 0.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.connectMigrated(cmd.Context())
 			if err != nil {
@@ -150,6 +160,10 @@ func (a *app) seriesListCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tINTERVAL\tTIME ZONE\tORIGIN")
 			for _, d := range defs {
+				if d.Err != nil {
+					fmt.Fprintln(a.stderr, "almanac: warning: "+shown(d.Err.Error()))
+					continue
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", input.PrintableName(d.Series.Name()), d.Series.Interval(), d.Series.Location(), slot.FormatTime(d.Series.Origin()))
 			}
 			return tw.Flush()

@@ -16,10 +16,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	// DATABASE_URL, or the PG* variables when it is empty. NewPool adds keepalives and
+	// detects PgBouncer; 12 connections = the default 10 workers + 2 kept for completions.
+	pool, err := almanac.NewPool(ctx, os.Getenv("DATABASE_URL"), almanac.PoolOptions{MaxConns: 12})
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer pool.Close()
 	if err := run(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
@@ -47,6 +50,7 @@ func run(ctx context.Context, pool *pgxpool.Pool) error {
 		Handler: func(ctx context.Context, tx pgx.Tx, s almanac.Slot) error {
 			// Commits together with the slot's COMPLETE, or not at all.
 			_, err := tx.Exec(ctx, `INSERT INTO report (slot, rows) VALUES ($1, 42)`, s.String())
+			log.Printf("report %s: attempt %d, fence %d", s, s.Attempt, s.Fence)
 			return err
 		},
 	})
@@ -56,6 +60,7 @@ func run(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
+	log.Print("reporting every 5 minutes; look: almanac status report --interval PT5M, or almanac serve")
 	<-ctx.Done()
 	return client.Stop(context.Background())
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +42,10 @@ type Definition struct {
 	// MaxAttempts parks a slot after this many failures; 0 means no limit.
 	MaxAttempts int
 	CreatedAt   time.Time
+	// Err is set by List, and Grid is zero, when the stored row cannot be
+	// used: plain SQL or another tool stored a name, interval or zone
+	// almanac refuses. Its text names the row, escaped.
+	Err error
 }
 
 // Add registers the series of grid. Registering the same series again with
@@ -83,7 +86,7 @@ const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempt
 // Get loads the series (name, interval); an unknown series is an error
 // wrapping ErrUnknownSeries. Transient faults are retried.
 func Get(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (Definition, error) {
-	defs, err := query(ctx, q, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
+	defs, err := query(ctx, q, false, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
 		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String())
 	if err != nil {
 		return Definition{}, err
@@ -94,34 +97,40 @@ func Get(ctx context.Context, q Querier, schema, name string, interval slot.Inte
 	return defs[0], nil
 }
 
-// List returns every registered series ordered by name and interval.
-// Transient faults are retried.
+// List returns every registered series ordered by name and interval. A
+// row that cannot be used is listed with Err set, so that one bad row does
+// not hide the others. Transient faults are retried.
 func List(ctx context.Context, q Querier, schema string) ([]Definition, error) {
-	return query(ctx, q, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series ORDER BY name, "interval"`, schema))
+	return query(ctx, q, true, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series ORDER BY name, "interval"`, schema))
 }
 
 // query reads series definitions, repeating the read after transient
-// faults.
-func query(ctx context.Context, q Querier, sql string, args ...any) ([]Definition, error) {
+// faults. An unusable row is an error, or with tolerant a Definition with
+// Err set.
+func query(ctx context.Context, q Querier, tolerant bool, sql string, args ...any) ([]Definition, error) {
 	var defs []Definition
 	err := retry.Do(ctx, func(ctx context.Context) error {
 		rows, err := q.Query(ctx, sql, args...)
 		if err != nil {
 			return err
 		}
-		defs, err = collect(rows)
+		defs, err = collect(rows, tolerant)
 		return err
 	})
 	return defs, err
 }
 
-func collect(rows pgx.Rows) ([]Definition, error) {
+func collect(rows pgx.Rows, tolerant bool) ([]Definition, error) {
 	var out []Definition
 	var name, intervalText, zoneName string
 	var origin, created time.Time
 	var maxAttempts int
 	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &created}, func() error {
 		grid, err := parse(name, intervalText, zoneName, origin)
+		if err != nil && tolerant {
+			out = append(out, Definition{MaxAttempts: maxAttempts, CreatedAt: created, Err: err})
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -147,19 +156,9 @@ func parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, 
 		grid, err = slot.NewSeries(name, iv, loc, origin)
 	}
 	if err != nil {
-		return slot.Series{}, fmt.Errorf("stored series %q %s is unusable: %w", name, intervalText, err)
+		return slot.Series{}, fmt.Errorf("stored series %q %q is unusable: %w", name, intervalText, err)
 	}
 	return grid, nil
-}
-
-// WriterLockKey is the key of the advisory lock that serializes the
-// writers inserting or deleting slots of one series (coverage's
-// Materialize, Skip, Reopen and Compact, and the engine's grouped
-// materialization), hashed with hashtextextended(key, 0). Taken in a
-// transaction, held until it ends; several at once are taken in the order
-// of their keys, so that two writers never wait for each other in a cycle.
-func WriterLockKey(schema, name, interval string) string {
-	return "almanac.coverage:" + strconv.Quote(schema) + " " + strconv.Quote(name) + " " + interval
 }
 
 // AddMany registers the series of grids with two statements, whatever
@@ -187,7 +186,7 @@ func AddMany(ctx context.Context, q Querier, schema string, grids []slot.Series)
 	if err != nil {
 		return nil, err
 	}
-	defs, err := query(ctx, q, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
+	defs, err := query(ctx, q, false, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
 		WHERE (name, "interval") IN (SELECT * FROM unnest($1::text[], $2::text[]))`, schema), names, intervals)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,7 @@
+package migrations
+
+// Test hooks for package migrations_test.
+var (
+	BootstrapWait = &bootstrapWait
+	ErrLocked     = errLocked
+)
