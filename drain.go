@@ -252,7 +252,8 @@ const drainRetryWait = 5 * time.Second
 const scopeSQL = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t, clock_timestamp() + $6 * interval '1 microsecond' AS soon)
 SELECT
     count(*) FILTER (WHERE status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t)
-        AND slot_end <= t - $5 * interval '1 microsecond'),
+        AND slot_end <= t - greatest($5 * interval '1 microsecond',
+            (SELECT c.lag FROM {{schema}}.series c WHERE c.name = $1 AND c."interval" = $2))),
     count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until < t),
     count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until >= t),
     count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon),

@@ -66,12 +66,25 @@ const (
 )
 
 // Gaps returns the missing slots of [from, to) as maximal runs, in order.
+// Only due slots can be missing: the range is cut at the series' first slot
+// not due yet (its end plus the series' lag has not passed on the database
+// clock; see SeriesOptions.Lag), so a range in the future has no gaps.
 // Memory is O(gaps).
 func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap, error) {
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return nil, err
+	}
+	due, err := cov.Due(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if to.After(due) && !from.After(to) {
+		to = due
+		if from.After(due) {
+			to = from
+		}
 	}
 	var out []Gap
 	for g, err := range cov.Gaps(ctx, from, to) {

@@ -2,6 +2,7 @@ package almanac
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/almanacdev/almanac/internal/input"
@@ -9,8 +10,9 @@ import (
 	"github.com/almanacdev/almanac/slot"
 )
 
-// SeriesOptions place a series' grid. The zero value is UTC with the
-// default origin.
+// SeriesOptions place a series' grid and set the controls stored with it,
+// which every process working on the series obeys. The zero value is UTC
+// with the default origin and no controls.
 type SeriesOptions struct {
 	// TimeZone is an IANA zone name; calendar parts (days, months) are
 	// added in it. Default "UTC".
@@ -18,6 +20,12 @@ type SeriesOptions struct {
 	// Origin is the start of slot 0. Default 2000-01-01T00:00 local (Monday
 	// 2000-01-03 for weekly intervals).
 	Origin time.Time
+	// Lag is how long after its end a slot of the series becomes due, on
+	// the database clock: no worker claims it earlier (a job's Policy.Lag
+	// applies when it is longer), and coverage reports count a slot without
+	// a row that is not due yet as not due, never as missing. Whole
+	// microseconds; 0 (the default) stores none. Negative is refused.
+	Lag time.Duration
 }
 
 // SeriesInfo is a registered series: its grid, its policies and when it
@@ -26,6 +34,8 @@ type SeriesInfo struct {
 	Series Series
 	// MaxAttempts parks a slot after this many failures; 0 means no limit.
 	MaxAttempts int
+	// Lag is the series' stored lag (SeriesOptions.Lag), 0 if none.
+	Lag time.Duration
 	// CreatedAt is when the series was registered (database clock).
 	CreatedAt time.Time
 }
@@ -33,15 +43,62 @@ type SeriesInfo struct {
 // Series registers the series (name, interval) with the grid opts describe
 // and returns it; a series registered already with the same grid is simply
 // returned. interval is an ISO-8601 duration: PT5M, PT1H, P1D, P1W, P1M.
-// Errors wrap ErrInvalid for malformed input and ErrSeriesConflict for a
-// series registered with another zone or origin.
+// The controls opts sets (non-zero) are stored, replacing the stored ones;
+// zero ones leave what is stored (SetSeries clears them). Errors wrap
+// ErrInvalid for malformed input and ErrSeriesConflict for a series
+// registered with another zone or origin.
 func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesOptions) (Series, error) {
 	grid, err := newSeries(name, interval, opts)
 	if err != nil {
 		return Series{}, err
 	}
+	if err := checkControls(opts); err != nil {
+		return Series{}, err
+	}
 	info, _, err := c.AddSeries(ctx, grid)
-	return info.Series, err
+	if err != nil {
+		return info.Series, err
+	}
+	if set := changedControls(opts); set != (seriesdb.Settings{}) {
+		def, err := seriesdb.Set(c.call(ctx), c.pool, c.opts.Schema, grid.Name(), grid.Interval(), set)
+		return def.Grid, err
+	}
+	return info.Series, nil
+}
+
+// SetSeries replaces the controls of the registered series s with those of
+// opts (Lag; a zero value clears one) and returns the series as stored
+// then; opts.TimeZone and opts.Origin are ignored (a grid never changes).
+// Processes obey the new values from their next claim. Errors wrap
+// ErrInvalid for a negative value and ErrUnknownSeries for a series not
+// registered.
+func (c *Client) SetSeries(ctx context.Context, s Series, opts SeriesOptions) (SeriesInfo, error) {
+	if err := checkControls(opts); err != nil {
+		return SeriesInfo{}, err
+	}
+	ctx = c.call(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return SeriesInfo{}, err
+	}
+	def, err := seriesdb.Set(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval(), seriesdb.Settings{Lag: &opts.Lag})
+	return seriesInfo(def), err
+}
+
+// checkControls refuses controls that cannot be stored.
+func checkControls(opts SeriesOptions) error {
+	if opts.Lag < 0 {
+		return fmt.Errorf("%w: lag %s is negative; expected 0 or more", ErrInvalid, opts.Lag)
+	}
+	return nil
+}
+
+// changedControls are the non-zero controls of opts, for Series.
+func changedControls(opts SeriesOptions) seriesdb.Settings {
+	var set seriesdb.Settings
+	if opts.Lag != 0 {
+		set.Lag = &opts.Lag
+	}
+	return set
 }
 
 // AddSeries registers the series of grid (from Client.Series, LookupSeries
@@ -110,5 +167,5 @@ func (c *Client) ListSeries(ctx context.Context) ([]SeriesInfo, error) {
 }
 
 func seriesInfo(d seriesdb.Definition) SeriesInfo {
-	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, CreatedAt: d.CreatedAt}
+	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, Lag: d.Lag, CreatedAt: d.CreatedAt}
 }

@@ -24,6 +24,7 @@ type statements struct {
 	heatmapAllRows                         string
 	compact, compactCount, mergeCompacted  string
 	restore, restoreSlots, compactedCount  string
+	due                                    string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -382,5 +383,6 @@ func renderStatements(schema string) statements {
 		restore:             r(restoreSQL),
 		restoreSlots:        r(restoreSlotsSQL),
 		compactedCount:      r(compactedCountSQL),
+		due:                 r(dueSQL),
 	}
 }

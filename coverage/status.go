@@ -61,11 +61,18 @@ type Status struct {
 	From, To time.Time
 	Slots    int64
 	Counts
-	// Missing is the number of slots without a row (compacted slots are
-	// not missing), in Gaps maximal runs; FirstMissing is the start of the
-	// first, zero if none.
+	// Missing is the number of due slots without a row (compacted slots
+	// are not missing), in Gaps maximal runs; FirstMissing is the start of
+	// the first, zero if none.
 	Missing, Gaps int64
 	FirstMissing  time.Time
+	// NotDue is the number of slots without a row that are not due yet
+	// (they start at or after Due): they are not missing, and no report
+	// fails on them.
+	NotDue int64
+	// Due is the start of the series' first slot not due yet when the
+	// status was read (see Client.Due), in the series' zone.
+	Due time.Time
 }
 
 // Covered returns the percentage of the range's slots that are finished
@@ -87,7 +94,7 @@ func (s Status) Covered() float64 {
 // compacted ranges (see Gaps), and COMPLETE ones are what is left of the
 // grid's slots:
 //
-//	Complete = Slots - Missing - open - SKIP
+//	Complete = Slots - Missing - NotDue - open - SKIP
 //
 // Compacted slots (see Compact) count as COMPLETE or SKIP, as they were.
 // The counts are of the grid's slots: a row whose start is not a boundary
@@ -118,6 +125,10 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	if err != nil {
 		return err
 	}
+	if st.Due, err = c.dueIn(ctx, tx); err != nil {
+		return err
+	}
+	gaps, st.NotDue = c.splitDue(gaps, st.Due)
 	for _, g := range gaps {
 		st.Missing += g.Slots
 	}
@@ -152,7 +163,7 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 			n.LastCompleted = s.completedAt.In(c.grid.Location())
 		}
 	}
-	n.Complete = max(0, st.Slots-st.Missing-n.Available-n.Backoff-n.Parked-n.Acquired-n.Skip)
+	n.Complete = max(0, st.Slots-st.Missing-st.NotDue-n.Available-n.Backoff-n.Parked-n.Acquired-n.Skip)
 	return nil
 }
 

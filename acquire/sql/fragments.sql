@@ -8,8 +8,8 @@
 -- longest), then AVAILABLE slots that are due and not in backoff, in slot
 -- order, from the part [.lo, .hi) of the range (see floor). A slot is due
 -- once slot_end + lag has passed on the database clock, whatever the
--- worker's clock says; .lag is the parameter holding the lag in
--- microseconds. An expired lease is taken over once it has been expired for
+-- worker's clock says; .lag is the parameter holding the job's lag in
+-- microseconds, and the series' stored lag, when larger, wins (ctl). An expired lease is taken over once it has been expired for
 -- .grace microseconds (Policy.TakeoverGrace), and the server up for as
 -- long: the database clock runs on while the server is down, and its
 -- holder, cut off meanwhile, may be waiting to record the outcome of work
@@ -47,6 +47,14 @@
 -- locked row is re-checked against the WHERE clause. The second LIMIT
 -- subtracts what the first found, so no extra row is locked: in locked mode
 -- a locked row stays locked for the whole job.
+-- ctl reads the series' controls from its row, once per statement: the
+-- lag, the larger of the job's (.lag) and the series' stored one (NULL,
+-- none stored, leaves the job's: greatest ignores NULLs).
+ctl AS MATERIALIZED (
+    SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag
+    FROM {{.schema}}.series AS c
+    WHERE c.name = $1 AND c."interval" = $2
+),
 expired AS (
     SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
         generation, owner AS held_owner
@@ -66,8 +74,8 @@ available AS (
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
       AND (not_before IS NULL OR not_before <= clock_timestamp())
       AND slot_start >= {{.lo}} AND slot_start < {{.hi}}
-      AND slot_start < clock_timestamp() - {{.lag}} * interval '1 microsecond'
-      AND slot_end <= clock_timestamp() - {{.lag}} * interval '1 microsecond'
+      AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
+      AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)
     ORDER BY slot_start {{.order}}
     LIMIT $3 - (SELECT count(*) FROM expired)
     FOR NO KEY UPDATE SKIP LOCKED

@@ -20,7 +20,7 @@ func (a *app) seriesCommand() *cobra.Command {
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.seriesAddCommand(), a.seriesListCommand())
+	cmd.AddCommand(a.seriesAddCommand(), a.seriesListCommand(), a.seriesSetCommand())
 	return cmd
 }
 
@@ -30,6 +30,7 @@ type seriesJSON struct {
 	Interval  string    `json:"interval"`
 	TimeZone  string    `json:"time_zone"`
 	Origin    string    `json:"origin"`
+	Lag       string    `json:"lag"`
 	CreatedAt time.Time `json:"created_at"`
 	Created   *bool     `json:"created,omitempty"`
 }
@@ -37,14 +38,14 @@ type seriesJSON struct {
 func toSeriesJSON(d almanac.SeriesInfo) seriesJSON {
 	return seriesJSON{
 		Name: d.Series.Name(), Interval: d.Series.Interval().String(), TimeZone: d.Series.Location().String(),
-		Origin: slot.FormatTime(d.Series.Origin()), CreatedAt: d.CreatedAt,
+		Origin: slot.FormatTime(d.Series.Origin()), Lag: d.Lag.String(), CreatedAt: d.CreatedAt,
 	}
 }
 
 func (a *app) seriesAddCommand() *cobra.Command {
-	var interval, tz, origin string
+	var interval, tz, origin, lag string
 	cmd := &cobra.Command{
-		Use:   "add NAME --interval P [--tz ZONE] [--origin TIME]",
+		Use:   "add NAME --interval P [--tz ZONE] [--origin TIME] [--lag D]",
 		Short: "Register a series: a name, an ISO-8601 interval, a time zone and an origin",
 		Long: `Register a series. Its slots are [origin + n·interval, origin + (n+1)·interval).
 
@@ -53,16 +54,23 @@ func (a *app) seriesAddCommand() *cobra.Command {
 --origin    start of slot 0: RFC 3339 (2026-01-01T00:00:00+01:00) or a local
             date/time in --tz (2026-01-01, 2026-01-01T06:00); default
             2000-01-01T00:00 local, or Monday 2000-01-03 for weekly intervals
+--lag       how long after its end a slot becomes due (PT1M or 1m): no worker
+            claims it earlier, and reports count it as not due, not missing;
+            stored when the series is registered (change it with series set)
 
 Registering the same series again is a no-op; registering it with another zone
 or origin is refused (exit 2), because that would move every slot boundary.`,
-		Example: `  almanac series add sensor_report --interval PT5M
+		Example: `  almanac series add sensor_report --interval PT5M --lag PT1M
   almanac series add billing --interval P1D --tz Europe/Berlin
   almanac series add payroll --interval P1M --tz America/New_York --origin 2026-01-31`,
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			grid, err := parseGrid(args[0], interval, tz, origin)
 			if err != nil {
+				return err
+			}
+			var opts almanac.SeriesOptions
+			if opts.Lag, err = parseLag(lag); err != nil {
 				return err
 			}
 			c, err := a.connectMigrated(cmd.Context())
@@ -72,6 +80,9 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 			def, created, err := c.AddSeries(cmd.Context(), grid)
 			if errors.Is(err, almanac.ErrSeriesConflict) {
 				return usageError(err)
+			}
+			if err == nil && created && opts.Lag != 0 {
+				def, err = c.SetSeries(cmd.Context(), grid, opts)
 			}
 			if err != nil {
 				return fmt.Errorf("series add: %w", err)
@@ -93,6 +104,86 @@ or origin is refused (exit 2), because that would move every slot boundary.`,
 	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the slots, e.g. PT5M, P1D, P1M (required)")
 	cmd.Flags().StringVar(&tz, "tz", "UTC", "IANA time zone of the series")
 	cmd.Flags().StringVar(&origin, "origin", "", "start of slot 0 (default 2000-01-01T00:00 local; Monday 2000-01-03 for weeks)")
+	cmd.Flags().StringVar(&lag, "lag", "", "how long after its end a slot becomes due, e.g. PT1M or 1m (default none)")
+	return cmd
+}
+
+// parseLag reads --lag: empty for none, else a duration of 0 or more.
+func parseLag(text string) (time.Duration, error) {
+	if text == "" {
+		return 0, nil
+	}
+	d, err := parseDuration("lag", text)
+	if err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		return 0, usagef("--lag %q is negative; expected 0 or more, e.g. PT1M", text)
+	}
+	return d, nil
+}
+
+func (a *app) seriesSetCommand() *cobra.Command {
+	var interval, lag string
+	cmd := &cobra.Command{
+		Use:   "set NAME --interval P [--lag D]",
+		Short: "Change the controls stored with a series, which every process obeys",
+		Long: `Change the controls of a registered series. Only the flags given change;
+every process working on the series obeys the new values from its next claim.
+
+--lag  how long after its end a slot becomes due (PT1M or 1m; 0 for none):
+       no worker claims it earlier (a job's own longer lag still applies),
+       and gaps, status and the page count a slot without a row that is not
+       due yet as not due, never as missing`,
+		Example: `  almanac series set sensor_report --interval PT5M --lag PT2M
+  almanac series set billing --interval P1D --lag 0`,
+		Args: exactArgs(1, "one series NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := input.CheckName(args[0]); err != nil {
+				return usageError(err)
+			}
+			if interval == "" {
+				return usagef("--interval is required, e.g. --interval PT5M")
+			}
+			iv, err := slot.ParseInterval(interval)
+			if err != nil {
+				return usageError(fmt.Errorf("--interval: %w", err))
+			}
+			if !cmd.Flags().Changed("lag") {
+				return usagef("nothing to set: give --lag")
+			}
+			lagValue, err := parseLag(lag)
+			if err != nil {
+				return err
+			}
+			c, err := a.connectMigrated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			info, err := c.LookupSeries(cmd.Context(), args[0], iv.String())
+			if errors.Is(err, almanac.ErrUnknownSeries) {
+				return usageError(err)
+			}
+			if err != nil {
+				return fmt.Errorf("series set: %w", err)
+			}
+			opts := almanac.SeriesOptions{Lag: info.Lag}
+			if cmd.Flags().Changed("lag") {
+				opts.Lag = lagValue
+			}
+			def, err := c.SetSeries(cmd.Context(), info.Series, opts)
+			if err != nil {
+				return fmt.Errorf("series set: %w", err)
+			}
+			if a.json {
+				return a.printJSON(toSeriesJSON(def))
+			}
+			fmt.Fprintf(a.stdout, "set %s %s: lag %s\n", input.PrintableName(def.Series.Name()), def.Series.Interval(), def.Lag)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
+	cmd.Flags().StringVar(&lag, "lag", "", "how long after its end a slot becomes due, e.g. PT1M or 1m; 0 for none")
 	return cmd
 }
 

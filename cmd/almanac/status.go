@@ -26,6 +26,8 @@ type statusResult struct {
 	Acquired       int64     `json:"acquired"`
 	LeaseExpired   int64     `json:"lease_expired"`
 	Missing        int64     `json:"missing"`
+	NotDue         int64     `json:"not_due"`
+	Due            *string   `json:"due"`
 	Gaps           int64     `json:"gaps"`
 	CoveredPercent float64   `json:"covered_percent"`
 	FirstMissing   *string   `json:"first_missing"`
@@ -47,7 +49,7 @@ func toStatusResult(grid almanac.Series, status almanac.Status, stored bool) sta
 	out := statusResult{
 		Name: grid.Name(), Interval: grid.Interval().String(), TimeZone: grid.Location().String(),
 		Slots: status.Slots, Complete: status.Complete, Skip: status.Skip, Available: status.Available, Backoff: status.Backoff,
-		Parked: status.Parked, Acquired: status.Acquired, LeaseExpired: status.LeaseExpired, Missing: status.Missing, Gaps: status.Gaps,
+		Parked: status.Parked, Acquired: status.Acquired, LeaseExpired: status.LeaseExpired, Missing: status.Missing, NotDue: status.NotDue, Due: optionalTime(grid, status.Due), Gaps: status.Gaps,
 		CoveredPercent: status.Covered(), FirstMissing: optionalTime(grid, status.FirstMissing),
 		OldestOpen: optionalTime(grid, status.OldestOpen), LastCompleted: optionalTime(grid, status.LastCompleted),
 	}
@@ -67,8 +69,9 @@ func (a *app) statusCommand() *cobra.Command {
 		Use:   "status NAME --interval P [--from T --to T]",
 		Short: "Summarize the coverage of a series: slots by state, gaps, share finished",
 		Long: `Summarize the slots of [--from, --to) — by default from the first stored slot to
-the end of the last — by state (complete, skipped, available, in backoff,
-parked, acquired under a lease), the missing ones, the share finished
+the end of the last, or to now when that is later — by state (complete, skipped, available, in backoff,
+parked, acquired under a lease), the missing ones (due slots without a row), those not due yet (their end plus
+the series' lag has not passed), the share finished
 (complete or skipped), the oldest open slot, the last completion, and the
 last note: the message written last on an open slot (a failure, a parking,
 a re-open reason). See history for a slot's whole story.
@@ -109,6 +112,13 @@ is invisible to a read-only report.
 				if st, err = c.Status(ctx, grid, from, to); err != nil {
 					return fmt.Errorf("status: %w", err)
 				}
+				// The default range ends at now: due slots after the last
+				// stored one are missing.
+				if rf.from == "" && st.Due.After(to) && rf.checkSize(grid, from, st.Due) == nil {
+					if st, err = c.Status(ctx, grid, from, st.Due); err != nil {
+						return fmt.Errorf("status: %w", err)
+					}
+				}
 			}
 			out := toStatusResult(grid, st, stored)
 			if a.json {
@@ -143,6 +153,7 @@ func (a *app) printStatus(grid almanac.Series, res statusResult) error {
 	fmt.Fprintf(tw, "parked\t%d\n", res.Parked)
 	fmt.Fprintf(tw, "acquired\t%d (%d lease(s) expired)\n", res.Acquired, res.LeaseExpired)
 	fmt.Fprintf(tw, "missing\t%d in %d gap(s), first at %s\n", res.Missing, res.Gaps, orNone(res.FirstMissing))
+	fmt.Fprintf(tw, "not due yet\t%d (due before %s)\n", res.NotDue, orNone(res.Due))
 	fmt.Fprintf(tw, "oldest open\t%s\n", orNone(res.OldestOpen))
 	fmt.Fprintf(tw, "last completed\t%s\n", orNone(res.LastCompleted))
 	if n := res.LastNote; n != nil {

@@ -41,7 +41,9 @@ type Definition struct {
 	Grid slot.Series
 	// MaxAttempts parks a slot after this many failures; 0 means no limit.
 	MaxAttempts int
-	CreatedAt   time.Time
+	// Lag is the series' stored lag (series.lag); 0 when none is stored.
+	Lag       time.Duration
+	CreatedAt time.Time
 }
 
 // Add registers the series of grid. Registering the same series again with
@@ -83,7 +85,43 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 	return def, false, nil
 }
 
-const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0), created_at`
+const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0),
+	(extract(epoch FROM coalesce(lag, interval '0')) * 1000000)::bigint, created_at`
+
+// Settings are the controls Set changes; a nil field is left as stored.
+type Settings struct {
+	// Lag is how long after its end a slot becomes due; 0 stores none.
+	Lag *time.Duration
+}
+
+// Set changes the stored settings of the series (name, interval) that
+// set names, in one statement; an unknown series is an error wrapping
+// ErrUnknownSeries, a negative lag one wrapping input.ErrInvalid.
+// Transient faults are retried: setting a value is idempotent.
+func Set(ctx context.Context, q Querier, schema, name string, interval slot.Interval, set Settings) (Definition, error) {
+	var lag *int64
+	if set.Lag != nil {
+		if *set.Lag < 0 {
+			return Definition{}, fmt.Errorf("%w: lag %s is negative; expected 0 or more", input.ErrInvalid, *set.Lag)
+		}
+		us := set.Lag.Microseconds()
+		lag = &us
+	}
+	var tag pgconn.CommandTag
+	err := retry.Do(ctx, func(ctx context.Context) (err error) {
+		tag, err = q.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.series SET
+		lag = CASE WHEN NOT $3 THEN lag WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END
+		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String(), lag != nil, lag)
+		return err
+	})
+	if err != nil {
+		return Definition{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrUnknownSeries, name, interval)
+	}
+	return Get(ctx, q, schema, name, interval)
+}
 
 // Get loads the series (name, interval); an unknown series is an error
 // wrapping ErrUnknownSeries. Transient faults are retried.
@@ -125,12 +163,13 @@ func collect(rows pgx.Rows) ([]Definition, error) {
 	var name, intervalText, zoneName string
 	var origin, created time.Time
 	var maxAttempts int
-	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &created}, func() error {
+	var lagMicros int64
+	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros, &created}, func() error {
 		grid, err := parse(name, intervalText, zoneName, origin)
 		if err != nil {
 			return err
 		}
-		out = append(out, Definition{Grid: grid, MaxAttempts: maxAttempts, CreatedAt: created})
+		out = append(out, Definition{Grid: grid, MaxAttempts: maxAttempts, Lag: time.Duration(lagMicros) * time.Microsecond, CreatedAt: created})
 		return nil
 	})
 	return out, err
