@@ -36,6 +36,11 @@ type SeriesInfo struct {
 	MaxAttempts int
 	// Lag is the series' stored lag (SeriesOptions.Lag), 0 if none.
 	Lag time.Duration
+	// PausedAt is when the series was paused (Client.Pause; database
+	// clock), zero when it is not paused; PausedBy and PausedReason say who
+	// paused it and why.
+	PausedAt               time.Time
+	PausedBy, PausedReason string
 	// CreatedAt is when the series was registered (database clock).
 	CreatedAt time.Time
 }
@@ -81,6 +86,48 @@ func (c *Client) SetSeries(ctx context.Context, s Series, opts SeriesOptions) (S
 		return SeriesInfo{}, err
 	}
 	def, err := seriesdb.Set(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval(), seriesdb.Settings{Lag: &opts.Lag})
+	return seriesInfo(def), err
+}
+
+// Pause pauses the registered series s for every process: from the
+// commit on, no process claims its slots (taking over expired leases
+// included); slots held when it is paused finish and record their
+// outcomes. reason (optional, at most 1 KiB of printable UTF-8) and the
+// client's actor (Options.Actor, else the database role) are stored on the
+// series and in its history (series_event). Pausing a paused series keeps
+// the time it was first paused. Errors wrap ErrInvalid for a bad reason and
+// ErrUnknownSeries for a series not registered.
+func (c *Client) Pause(ctx context.Context, s Series, reason string) (SeriesInfo, error) {
+	return c.pause(ctx, s, true, reason)
+}
+
+// Resume ends a pause (see Pause) and wakes the series' idle workers; a
+// series not paused stays as it is. The resume is recorded in the series'
+// history with reason. Errors as for Pause.
+func (c *Client) Resume(ctx context.Context, s Series, reason string) (SeriesInfo, error) {
+	return c.pause(ctx, s, false, reason)
+}
+
+func (c *Client) pause(ctx context.Context, s Series, pause bool, reason string) (SeriesInfo, error) {
+	if err := checkReason(reason); err != nil {
+		return SeriesInfo{}, err
+	}
+	ctx = c.call(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return SeriesInfo{}, err
+	}
+	def, err := seriesdb.Pause(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval(), pause, c.opts.Actor, reason)
+	if err == nil {
+		op := "almanac: series paused"
+		if !pause {
+			op = "almanac: series resumed"
+		}
+		actor := c.opts.Actor
+		if actor == "" {
+			actor = "(database role)"
+		}
+		c.opts.Logger.InfoContext(ctx, op, "series", s.Name(), "interval", s.Interval().String(), "actor", actor, "reason", reason)
+	}
 	return seriesInfo(def), err
 }
 
@@ -167,5 +214,6 @@ func (c *Client) ListSeries(ctx context.Context) ([]SeriesInfo, error) {
 }
 
 func seriesInfo(d seriesdb.Definition) SeriesInfo {
-	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, Lag: d.Lag, CreatedAt: d.CreatedAt}
+	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, Lag: d.Lag, PausedAt: d.PausedAt, PausedBy: d.PausedBy,
+		PausedReason: d.PausedReason, CreatedAt: d.CreatedAt}
 }

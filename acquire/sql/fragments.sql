@@ -49,9 +49,12 @@
 -- a locked row stays locked for the whole job.
 -- ctl reads the series' controls from its row, once per statement: the
 -- lag, the larger of the job's (.lag) and the series' stored one (NULL,
--- none stored, leaves the job's: greatest ignores NULLs).
+-- none stored, leaves the job's: greatest ignores NULLs), and whether the
+-- series is paused, in which case nothing is claimed, expired leases
+-- included (held slots finish; their holders' writes need no claim).
 ctl AS MATERIALIZED (
-    SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag
+    SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag,
+        coalesce(bool_or(c.paused_at IS NOT NULL), false) AS paused
     FROM {{.schema}}.series AS c
     WHERE c.name = $1 AND c."interval" = $2
 ),
@@ -63,6 +66,7 @@ expired AS (
       AND lease_until < now() - {{.grace}} * interval '1 microsecond'
       AND pg_postmaster_start_time() < now() - {{.grace}} * interval '1 microsecond'
       AND tstzrange($4, $5) @> slot_start
+      AND NOT (SELECT paused FROM ctl)
     ORDER BY lease_until
     LIMIT $3
     FOR NO KEY UPDATE SKIP LOCKED
@@ -76,6 +80,7 @@ available AS (
       AND slot_start >= {{.lo}} AND slot_start < {{.hi}}
       AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
       AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)
+      AND NOT (SELECT paused FROM ctl)
     ORDER BY slot_start {{.order}}
     LIMIT $3 - (SELECT count(*) FROM expired)
     FOR NO KEY UPDATE SKIP LOCKED

@@ -81,3 +81,36 @@ func daysBetween(t *testing.T, from, to string) int64 {
 	require.NoError(t, err)
 	return int64(b.Sub(a) / (24 * time.Hour))
 }
+
+// TestSeriesPauseResume: pause and resume from the command line, shown by
+// series list and status; bad input is refused before anything is written.
+func TestSeriesPauseResume(t *testing.T) {
+	t.Parallel() // its own schema
+	schema := freshSchema(t, "cli_pause_")
+	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "feed", "--interval", "PT1H"))
+	s := decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "pause", "feed", "--interval", "PT1H",
+		"--reason", "vendor outage", "--actor", "ana@ops"))
+	require.NotNil(t, s.Paused)
+	require.Equal(t, "ana@ops", s.Paused.By)
+	require.Equal(t, "vendor outage", s.Paused.Reason)
+	st := decode[statusResult](t, cli(t, "--schema", schema, "--json", "status", "feed", "--interval", "PT1H"))
+	require.NotNil(t, st.Paused)
+	r := cli(t, "--schema", schema, "series", "list")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "by ana@ops: vendor outage")
+	r = cli(t, "--schema", schema, "status", "feed", "--interval", "PT1H")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "by ana@ops: vendor outage")
+
+	for _, args := range [][]string{
+		{"series", "resume", "feed", "--interval", "PT1H", "--reason", "bad\x01"},
+		{"series", "resume", "nope", "--interval", "PT1H"},
+		{"series", "resume", "feed"},
+	} {
+		r := cli(t, append([]string{"--schema", schema}, args...)...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+	}
+	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "resume", "feed", "--interval", "PT1H"))
+	require.Nil(t, s.Paused)
+}

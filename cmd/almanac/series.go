@@ -20,7 +20,8 @@ func (a *app) seriesCommand() *cobra.Command {
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.seriesAddCommand(), a.seriesListCommand(), a.seriesSetCommand())
+	cmd.AddCommand(a.seriesAddCommand(), a.seriesListCommand(), a.seriesSetCommand(),
+		a.seriesPauseCommand(true), a.seriesPauseCommand(false))
 	return cmd
 }
 
@@ -31,15 +32,107 @@ type seriesJSON struct {
 	TimeZone  string    `json:"time_zone"`
 	Origin    string    `json:"origin"`
 	Lag       string    `json:"lag"`
+	Paused    *pauseJSON `json:"paused"`
 	CreatedAt time.Time `json:"created_at"`
 	Created   *bool     `json:"created,omitempty"`
+}
+
+// pauseJSON says since when a series is paused, by whom and why.
+type pauseJSON struct {
+	Since  time.Time `json:"since"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+}
+
+func toPauseJSON(d almanac.SeriesInfo) *pauseJSON {
+	if d.PausedAt.IsZero() {
+		return nil
+	}
+	return &pauseJSON{Since: d.PausedAt, By: d.PausedBy, Reason: d.PausedReason}
 }
 
 func toSeriesJSON(d almanac.SeriesInfo) seriesJSON {
 	return seriesJSON{
 		Name: d.Series.Name(), Interval: d.Series.Interval().String(), TimeZone: d.Series.Location().String(),
-		Origin: slot.FormatTime(d.Series.Origin()), Lag: d.Lag.String(), CreatedAt: d.CreatedAt,
+		Origin: slot.FormatTime(d.Series.Origin()), Lag: d.Lag.String(), Paused: toPauseJSON(d), CreatedAt: d.CreatedAt,
 	}
+}
+
+// describePause is the human form of a series' pause, "" when not paused.
+func describePause(d almanac.SeriesInfo) string {
+	if d.PausedAt.IsZero() {
+		return ""
+	}
+	out := fmt.Sprintf("paused since %s by %s", slot.FormatTime(d.PausedAt.In(d.Series.Location())), input.PrintableName(d.PausedBy))
+	if d.PausedReason != "" {
+		out += ": " + clip(d.PausedReason)
+	}
+	return out
+}
+
+func (a *app) seriesPauseCommand(pause bool) *cobra.Command {
+	var interval, reason string
+	verb, short, long := "pause", "Pause a series for every process: nothing more is claimed", `Pause a registered series for the whole fleet: from now on no process claims
+its slots (in any mode, expired leases included); slots held now finish and
+record their outcomes. The pause, who asked (--actor, default user@host) and
+--reason are stored with the series and shown by series list, status and the
+coverage page; resume ends it.`
+	example := `  almanac series pause billing --interval P1D --reason "upstream API down"`
+	if !pause {
+		verb, short, long = "resume", "Resume a paused series: its slots are claimed again", `Resume a paused series: processes claim its slots again, and idle workers are
+woken at once. The resume and --reason are recorded in the series' history.`
+		example = `  almanac series resume billing --interval P1D --reason "upstream API back"`
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " NAME --interval P [--reason TEXT]",
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    exactArgs(1, "one series NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := input.CheckName(args[0]); err != nil {
+				return usageError(err)
+			}
+			if interval == "" {
+				return usagef("--interval is required, e.g. --interval PT5M")
+			}
+			iv, err := slot.ParseInterval(interval)
+			if err != nil {
+				return usageError(fmt.Errorf("--interval: %w", err))
+			}
+			if reason != "" {
+				if err := input.CheckReason(reason); err != nil {
+					return usageError(fmt.Errorf("--reason: %w", err))
+				}
+			}
+			c, grid, err := a.openSeries(cmd.Context(), args[0], iv)
+			if err != nil {
+				return err
+			}
+			var info almanac.SeriesInfo
+			if pause {
+				info, err = c.Pause(cmd.Context(), grid, reason)
+			} else {
+				info, err = c.Resume(cmd.Context(), grid, reason)
+			}
+			if err != nil {
+				return fmt.Errorf("series %s: %w", verb, err)
+			}
+			if a.json {
+				return a.printJSON(toSeriesJSON(info))
+			}
+			state := describePause(info)
+			if state == "" {
+				state = "running"
+			}
+			fmt.Fprintf(a.stdout, "%s %s: %s\n", input.PrintableName(grid.Name()), grid.Interval(), state)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the series (at most 1 KiB)")
+	a.registerActor(cmd)
+	return cmd
 }
 
 func (a *app) seriesAddCommand() *cobra.Command {
@@ -239,9 +332,14 @@ func (a *app) seriesListCommand() *cobra.Command {
 				return a.printJSON(out)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tINTERVAL\tTIME ZONE\tORIGIN")
+			fmt.Fprintln(tw, "NAME\tINTERVAL\tTIME ZONE\tORIGIN\tSTATE")
 			for _, d := range defs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", input.PrintableName(d.Series.Name()), d.Series.Interval(), d.Series.Location(), slot.FormatTime(d.Series.Origin()))
+				state := describePause(d)
+				if state == "" {
+					state = "running"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", input.PrintableName(d.Series.Name()), d.Series.Interval(), d.Series.Location(),
+					slot.FormatTime(d.Series.Origin()), state)
 			}
 			return tw.Flush()
 		},

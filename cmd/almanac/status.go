@@ -15,6 +15,7 @@ type statusResult struct {
 	Name           string    `json:"name"`
 	Interval       string    `json:"interval"`
 	TimeZone       string    `json:"time_zone"`
+	Paused         *pauseJSON `json:"paused"`
 	From           *string   `json:"from"`
 	To             *string   `json:"to"`
 	Slots          int64     `json:"slots"`
@@ -121,17 +122,23 @@ is invisible to a read-only report.
 				}
 			}
 			out := toStatusResult(grid, st, stored)
+			info, err := c.LookupSeries(ctx, grid.Name(), grid.Interval().String())
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			out.Paused = toPauseJSON(info)
+			pause := describePause(info)
 			if a.json {
 				return a.printJSON(out)
 			}
-			return a.printStatus(grid, out)
+			return a.printStatus(grid, out, pause)
 		},
 	}
 	rf.register(cmd)
 	return cmd
 }
 
-func (a *app) printStatus(grid almanac.Series, res statusResult) error {
+func (a *app) printStatus(grid almanac.Series, res statusResult, pause string) error {
 	orNone := func(s *string) string {
 		if s == nil {
 			return "-"
@@ -140,6 +147,9 @@ func (a *app) printStatus(grid almanac.Series, res statusResult) error {
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "series\t%s %s (%s)\n", input.PrintableName(res.Name), res.Interval, res.TimeZone)
+	if pause != "" {
+		fmt.Fprintf(tw, "state\t%s\n", pause)
+	}
 	if res.From == nil {
 		fmt.Fprintf(tw, "range\tno slots stored\n")
 	} else {

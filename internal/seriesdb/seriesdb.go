@@ -6,6 +6,7 @@ package seriesdb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/wake"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -42,8 +44,12 @@ type Definition struct {
 	// MaxAttempts parks a slot after this many failures; 0 means no limit.
 	MaxAttempts int
 	// Lag is the series' stored lag (series.lag); 0 when none is stored.
-	Lag       time.Duration
-	CreatedAt time.Time
+	Lag time.Duration
+	// PausedAt is when the series was paused (database clock), zero when
+	// it is not; PausedBy and PausedReason say who paused it and why.
+	PausedAt               time.Time
+	PausedBy, PausedReason string
+	CreatedAt              time.Time
 }
 
 // Add registers the series of grid. Registering the same series again with
@@ -86,7 +92,8 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 }
 
 const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0),
-	(extract(epoch FROM coalesce(lag, interval '0')) * 1000000)::bigint, created_at`
+	(extract(epoch FROM coalesce(lag, interval '0')) * 1000000)::bigint,
+	paused_at, coalesce(paused_by, ''), coalesce(paused_reason, ''), created_at`
 
 // Settings are the controls Set changes; a nil field is left as stored.
 type Settings struct {
@@ -118,6 +125,54 @@ func Set(ctx context.Context, q Querier, schema, name string, interval slot.Inte
 		return Definition{}, err
 	}
 	if tag.RowsAffected() == 0 {
+		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrUnknownSeries, name, interval)
+	}
+	return Get(ctx, q, schema, name, interval)
+}
+
+// pauseSQL pauses ($3) or resumes the series, records the change in
+// series_event with actor $4 (NULL: the session's role) and reason $5, and
+// on a resume wakes the series' idle workers ($6 the channel, $7 the
+// payload) when the statement commits. Pausing a paused series keeps when
+// it was first paused, and records who paused it again and why.
+const pauseSQL = `WITH u AS (
+	UPDATE {{schema}}.series SET
+		paused_at = CASE WHEN $3 THEN coalesce(paused_at, clock_timestamp()) END,
+		paused_by = CASE WHEN $3 THEN coalesce($4, session_user) END,
+		paused_reason = CASE WHEN $3 THEN $5 END
+	WHERE name = $1 AND "interval" = $2
+	RETURNING name, "interval"),
+e AS (INSERT INTO {{schema}}.series_event (name, "interval", event, actor, message)
+	SELECT name, "interval", CASE WHEN $3 THEN 'paused' ELSE 'resumed' END, coalesce($4, session_user), $5 FROM u)
+SELECT count(*), (SELECT count(pg_notify($6, $7)) FROM u WHERE NOT $3) FROM u`
+
+// Pause pauses (pause) or resumes the series (name, interval): while it is
+// paused no process claims its slots. actor ("" for the session's role)
+// and reason are recorded on the row and in series_event. An unknown
+// series is an error wrapping ErrUnknownSeries. Transient faults are
+// retried: pausing and resuming are idempotent (a retried change may be
+// recorded twice).
+func Pause(ctx context.Context, q Querier, schema, name string, interval slot.Interval, pause bool, actor, reason string) (Definition, error) {
+	var who, why *string
+	if actor != "" {
+		who = &actor
+	}
+	if reason != "" {
+		why = &reason
+	}
+	payload, err := json.Marshal(wake.Event{Name: name, Interval: interval.String(), Reason: "resume"})
+	if err != nil {
+		return Definition{}, err
+	}
+	var n, woken int64
+	err = retry.Do(ctx, func(ctx context.Context) error {
+		return q.QueryRow(ctx, sqlschema.Render(pauseSQL, schema), name, interval.String(), pause, who, why,
+			wake.Channel(schema), string(payload)).Scan(&n, &woken)
+	})
+	if err != nil {
+		return Definition{}, err
+	}
+	if n == 0 {
 		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrUnknownSeries, name, interval)
 	}
 	return Get(ctx, q, schema, name, interval)
@@ -164,12 +219,20 @@ func collect(rows pgx.Rows) ([]Definition, error) {
 	var origin, created time.Time
 	var maxAttempts int
 	var lagMicros int64
-	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros, &created}, func() error {
+	var pausedAt *time.Time
+	var pausedBy, pausedReason string
+	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros,
+		&pausedAt, &pausedBy, &pausedReason, &created}, func() error {
 		grid, err := parse(name, intervalText, zoneName, origin)
 		if err != nil {
 			return err
 		}
-		out = append(out, Definition{Grid: grid, MaxAttempts: maxAttempts, Lag: time.Duration(lagMicros) * time.Microsecond, CreatedAt: created})
+		d := Definition{Grid: grid, MaxAttempts: maxAttempts, Lag: time.Duration(lagMicros) * time.Microsecond,
+			PausedBy: pausedBy, PausedReason: pausedReason, CreatedAt: created}
+		if pausedAt != nil {
+			d.PausedAt = *pausedAt
+		}
+		out = append(out, d)
 		return nil
 	})
 	return out, err

@@ -1,2 +1,3 @@
 -- Back to the previous version: no controls on the series row.
-ALTER TABLE {{schema}}.series DROP COLUMN lag;
+DROP TABLE {{schema}}.series_event;
+ALTER TABLE {{schema}}.series DROP COLUMN lag, DROP COLUMN paused_at, DROP COLUMN paused_by, DROP COLUMN paused_reason;
