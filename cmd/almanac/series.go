@@ -27,14 +27,14 @@ func (a *app) seriesCommand() *cobra.Command {
 
 // seriesJSON is the machine form of a series definition.
 type seriesJSON struct {
-	Name      string    `json:"name"`
-	Interval  string    `json:"interval"`
-	TimeZone  string    `json:"time_zone"`
-	Origin    string    `json:"origin"`
-	Lag       string    `json:"lag"`
+	Name      string     `json:"name"`
+	Interval  string     `json:"interval"`
+	TimeZone  string     `json:"time_zone"`
+	Origin    string     `json:"origin"`
+	Lag       string     `json:"lag"`
 	Paused    *pauseJSON `json:"paused"`
-	CreatedAt time.Time `json:"created_at"`
-	Created   *bool     `json:"created,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	Created   *bool      `json:"created,omitempty"`
 }
 
 // pauseJSON says since when a series is paused, by whom and why.

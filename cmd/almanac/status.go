@@ -12,29 +12,29 @@ import (
 )
 
 type statusResult struct {
-	Name           string    `json:"name"`
-	Interval       string    `json:"interval"`
-	TimeZone       string    `json:"time_zone"`
+	Name           string     `json:"name"`
+	Interval       string     `json:"interval"`
+	TimeZone       string     `json:"time_zone"`
 	Paused         *pauseJSON `json:"paused"`
-	From           *string   `json:"from"`
-	To             *string   `json:"to"`
-	Slots          int64     `json:"slots"`
-	Complete       int64     `json:"complete"`
-	Skip           int64     `json:"skip"`
-	Available      int64     `json:"available"`
-	Backoff        int64     `json:"backoff"`
-	Parked         int64     `json:"parked"`
-	Acquired       int64     `json:"acquired"`
-	LeaseExpired   int64     `json:"lease_expired"`
-	Missing        int64     `json:"missing"`
-	NotDue         int64     `json:"not_due"`
-	Due            *string   `json:"due"`
-	Gaps           int64     `json:"gaps"`
-	CoveredPercent float64   `json:"covered_percent"`
-	FirstMissing   *string   `json:"first_missing"`
-	OldestOpen     *string   `json:"oldest_open"`
-	LastCompleted  *string   `json:"last_completed"`
-	LastNote       *noteJSON `json:"last_note"`
+	From           *string    `json:"from"`
+	To             *string    `json:"to"`
+	Slots          int64      `json:"slots"`
+	Complete       int64      `json:"complete"`
+	Skip           int64      `json:"skip"`
+	Available      int64      `json:"available"`
+	Backoff        int64      `json:"backoff"`
+	Parked         int64      `json:"parked"`
+	Acquired       int64      `json:"acquired"`
+	LeaseExpired   int64      `json:"lease_expired"`
+	Missing        int64      `json:"missing"`
+	NotDue         int64      `json:"not_due"`
+	Due            *string    `json:"due"`
+	Gaps           int64      `json:"gaps"`
+	CoveredPercent float64    `json:"covered_percent"`
+	FirstMissing   *string    `json:"first_missing"`
+	OldestOpen     *string    `json:"oldest_open"`
+	LastCompleted  *string    `json:"last_completed"`
+	LastNote       *noteJSON  `json:"last_note"`
 }
 
 // noteJSON is the last message written on an open slot.
