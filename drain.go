@@ -227,7 +227,8 @@ type scope struct {
 type scopeState struct {
 	ready, expired, held, soon, backoff, parked int64
 	// paused counts the slots that would be ready or expired but for the
-	// series being paused: not waited for, left undone.
+	// series being paused, or for upstream slots not done yet: not waited
+	// for, left undone.
 	paused int64
 	// next is the time until the first held lease runs out or the first
 	// soon retry comes (database clock), 0 if none.
@@ -259,7 +260,7 @@ SELECT
     count(*) FILTER (WHERE status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t)
         AND slot_end <= t - greatest($5 * interval '1 microsecond',
             (SELECT c.lag FROM {{schema}}.series c WHERE c.name = $1 AND c."interval" = $2))
-        AND NOT paused),
+        AND NOT paused AND upstream_done),
     count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until < t AND NOT paused),
     count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until >= t),
     count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon),
@@ -269,11 +270,14 @@ SELECT
         min(lease_until - t) FILTER (WHERE status = 'ACQUIRED' AND lease_until >= t),
         min(not_before - t) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon))), 0),
     count(*) FILTER (WHERE paused AND (status = 'ACQUIRED' AND lease_until < t
-        OR status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t)))
-FROM (SELECT status, slot_end, not_before, lease_until FROM {{schema}}.slot
+        OR status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t))
+        OR NOT paused AND NOT upstream_done AND status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t))
+FROM (SELECT status, slot_end, not_before, lease_until, NOT EXISTS (SELECT FROM {{schema}}.series_dependency d
+            WHERE d.name = $1 AND d."interval" = $2 AND NOT {{schema}}.upstream_done(d.up_name, d.up_interval, slot_start, slot_end)) AS upstream_done
+        FROM {{schema}}.slot
         WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE' AND slot_start >= $3 AND slot_start < $4
     UNION ALL
-    SELECT status, slot_end, not_before, lease_until FROM {{schema}}.slot
+    SELECT status, slot_end, not_before, lease_until, true FROM {{schema}}.slot
         WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND tstzrange($3, $4) @> slot_start) s, now_`
 
 // scopesState adds up the state of every scope. Not-due AVAILABLE slots

@@ -10,6 +10,8 @@ import (
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac/internal/seriesdb"
 )
 
 // Coverage operations. Each works on one registered series over a
@@ -76,10 +78,15 @@ func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap,
 	if err != nil {
 		return nil, err
 	}
-	due, err := cov.Due(ctx)
+	var at time.Time
+	err = retry.Do(ctx, func(ctx context.Context) (err error) {
+		at, err = seriesdb.DueAt(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval())
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	due := seriesdb.DueFrom(s, at)
 	if to.After(due) && !from.After(to) {
 		to = due
 		if from.After(due) {

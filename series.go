@@ -26,6 +26,25 @@ type SeriesOptions struct {
 	// a row that is not due yet as not due, never as missing. Whole
 	// microseconds; 0 (the default) stores none. Negative is refused.
 	Lag time.Duration
+	// MaxInFlight caps how many slots of the series are held at once, by
+	// every process and mode together: a claim that would exceed it takes
+	// fewer slots or none, enforced in the database without
+	// over-admission under races, crashes and takeovers. A claim then
+	// costs more (one lock of the series row per claim, and a permit per
+	// locked-mode slot). 0 (the default) means no cap; negative is
+	// refused. Slots claimed before a cap was set count toward it and
+	// finish.
+	MaxInFlight int
+	// After lists the upstream series, registered, of any interval and
+	// zone: a slot of this series is due only once every upstream slot
+	// overlapping it in time is COMPLETE or SKIP (a part of its span
+	// without an upstream row is not done), and its lag passed.
+	// Re-opening an upstream slot re-opens the overlapping finished slots
+	// of this series as a new generation, in the same transaction, by
+	// every path (the API, the Tx variants, the CLI, the page, plain SQL),
+	// and on down the graph. A dependency that would close a cycle is
+	// refused (ErrInvalid, naming the cycle). Default none.
+	After []Series
 }
 
 // SeriesInfo is a registered series: its grid, its policies and when it
@@ -36,6 +55,9 @@ type SeriesInfo struct {
 	MaxAttempts int
 	// Lag is the series' stored lag (SeriesOptions.Lag), 0 if none.
 	Lag time.Duration
+	// MaxInFlight is the series' cap (SeriesOptions.MaxInFlight), 0 if
+	// none.
+	MaxInFlight int
 	// PausedAt is when the series was paused (Client.Pause; database
 	// clock), zero when it is not paused; PausedBy and PausedReason say who
 	// paused it and why.
@@ -64,6 +86,11 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 	if err != nil {
 		return info.Series, err
 	}
+	if len(opts.After) > 0 {
+		if err := seriesdb.SetAfter(c.call(ctx), c.pool, c.opts.Schema, grid.Name(), grid.Interval(), opts.After); err != nil {
+			return info.Series, err
+		}
+	}
 	if set := changedControls(opts); set != (seriesdb.Settings{}) {
 		def, err := seriesdb.Set(c.call(ctx), c.pool, c.opts.Schema, grid.Name(), grid.Interval(), set)
 		return def.Grid, err
@@ -71,9 +98,40 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 	return info.Series, nil
 }
 
+// Dependencies returns the series s depends on (after, its upstream:
+// SeriesOptions.After) and those that depend on it (before), each ordered
+// by name and interval. A series not registered is an error wrapping
+// ErrUnknownSeries.
+func (c *Client) Dependencies(ctx context.Context, s Series) (after, before []SeriesInfo, err error) {
+	ctx = c.call(ctx)
+	if err := c.checkPool(ctx); err != nil {
+		return nil, nil, err
+	}
+	if _, err := seriesdb.Get(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval()); err != nil {
+		return nil, nil, err
+	}
+	ups, err := seriesdb.After(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval())
+	if err != nil {
+		return nil, nil, err
+	}
+	downs, err := seriesdb.Before(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range ups {
+		after = append(after, seriesInfo(d))
+	}
+	for _, d := range downs {
+		before = append(before, seriesInfo(d))
+	}
+	return after, before, nil
+}
+
 // SetSeries replaces the controls of the registered series s with those of
-// opts (Lag; a zero value clears one) and returns the series as stored
-// then; opts.TimeZone and opts.Origin are ignored (a grid never changes).
+// opts (Lag, MaxInFlight, After; a zero value clears one) and returns the
+// series as stored then; opts.TimeZone and opts.Origin are ignored (a grid
+// never changes). A cycle of dependencies is refused before anything is
+// changed.
 // Processes obey the new values from their next claim. Errors wrap
 // ErrInvalid for a negative value and ErrUnknownSeries for a series not
 // registered.
@@ -85,7 +143,10 @@ func (c *Client) SetSeries(ctx context.Context, s Series, opts SeriesOptions) (S
 	if err := c.checkPool(ctx); err != nil {
 		return SeriesInfo{}, err
 	}
-	def, err := seriesdb.Set(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval(), seriesdb.Settings{Lag: &opts.Lag})
+	if err := seriesdb.SetAfter(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval(), opts.After); err != nil {
+		return SeriesInfo{}, err
+	}
+	def, err := seriesdb.Set(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval(), seriesdb.Settings{Lag: &opts.Lag, MaxInFlight: &opts.MaxInFlight})
 	return seriesInfo(def), err
 }
 
@@ -136,6 +197,9 @@ func checkControls(opts SeriesOptions) error {
 	if opts.Lag < 0 {
 		return fmt.Errorf("%w: lag %s is negative; expected 0 or more", ErrInvalid, opts.Lag)
 	}
+	if opts.MaxInFlight < 0 {
+		return fmt.Errorf("%w: max in flight %d is negative; expected 0 (no cap) or more", ErrInvalid, opts.MaxInFlight)
+	}
 	return nil
 }
 
@@ -144,6 +208,9 @@ func changedControls(opts SeriesOptions) seriesdb.Settings {
 	var set seriesdb.Settings
 	if opts.Lag != 0 {
 		set.Lag = &opts.Lag
+	}
+	if opts.MaxInFlight != 0 {
+		set.MaxInFlight = &opts.MaxInFlight
 	}
 	return set
 }
@@ -214,6 +281,6 @@ func (c *Client) ListSeries(ctx context.Context) ([]SeriesInfo, error) {
 }
 
 func seriesInfo(d seriesdb.Definition) SeriesInfo {
-	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, Lag: d.Lag, PausedAt: d.PausedAt, PausedBy: d.PausedBy,
+	return SeriesInfo{Series: d.Grid, MaxAttempts: d.MaxAttempts, Lag: d.Lag, MaxInFlight: d.MaxInFlight, PausedAt: d.PausedAt, PausedBy: d.PausedBy,
 		PausedReason: d.PausedReason, CreatedAt: d.CreatedAt}
 }

@@ -2,10 +2,13 @@ package acquire
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -74,4 +77,76 @@ func TestPausedSeriesClaimsNothing(t *testing.T) {
 	leases, err = other.Claim(ctx, 4)
 	require.NoError(t, err)
 	require.Len(t, leases, 3, "resumed: the expired lease and the two AVAILABLE slots")
+}
+
+// TestCapAdmitsNoMoreThanMaxInFlight: with max_in_flight = 3, locked-mode
+// and lease-mode workers racing for 60 slots never hold more than 3 at
+// once (counted by the workers themselves, from before their claim returns
+// until after their outcome committed), and all 60 complete.
+func TestCapAdmitsNoMoreThanMaxInFlight(t *testing.T) {
+	const slots, limit = 60, 3
+	f := newFixture(t, slots)
+	ctx := context.Background()
+	f.exec(`UPDATE {{schema}}.series SET max_in_flight = $1`, limit)
+	var held, most atomic.Int64
+	enter := func(n int) {
+		now := held.Add(int64(n))
+		for {
+			m := most.Load()
+			if now <= m || most.CompareAndSwap(m, now) {
+				break
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		q := f.queue(Options{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if w%2 == 0 {
+					entered := 0
+					results, err := q.RunBatch(ctx, 2, func(ctx context.Context, tx pgx.Tx, s Slot) error {
+						if entered == 0 {
+							// The batch holds all its slots from its claim on.
+							n := f.countLocked(ctx, tx)
+							enter(n)
+							entered = n
+						}
+						_, err := tx.Exec(ctx, `SELECT pg_sleep(0.002)`)
+						return err
+					})
+					held.Add(-int64(entered))
+					if !assert.NoError(t, err) || len(results) == 0 {
+						return
+					}
+					continue
+				}
+				leases, err := q.Claim(ctx, 2)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if len(leases) == 0 {
+					return
+				}
+				enter(len(leases))
+				_, err = q.CompleteMany(ctx, leases)
+				held.Add(-int64(len(leases)))
+				if !assert.NoError(t, err) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, most.Load(), int64(limit), "slots held at once")
+	require.Equal(t, slots, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+}
+
+// countLocked is how many slots tx's batch holds: its permits.
+func (f *fixture) countLocked(ctx context.Context, tx pgx.Tx) int {
+	var n int
+	require.NoError(f.t, tx.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 2`).Scan(&n))
+	return n
 }

@@ -157,6 +157,8 @@ type Queue struct {
 	// frontier the queue's share of the series' frontier.
 	floor    *floor
 	frontier frontier
+	// cap is whether the series has a cap, as last read (see capped).
+	cap capState
 
 	// merge writes completions together (Options.CompletionWindow); nil
 	// when each is written at once.

@@ -60,7 +60,7 @@ type HeatmapBucket struct {
 	// Skipped, as they were). Only due slots can be missing.
 	Missing int64
 	// NotDue are the grid's slots without a row that are not due yet
-	// (see Client.Due): the future, not a gap.
+	// (its end plus the series' lag has not passed on the database clock): the future, not a gap.
 	NotDue int64
 }
 
@@ -81,8 +81,9 @@ type Heatmap struct {
 	Buckets []HeatmapBucket
 	// Total sums the buckets; its Start and End are From and To.
 	Total HeatmapBucket
-	// Due is the start of the series' first slot not due yet (see
-	// Client.Due), in the series' zone.
+	// Due is the start of the series' first slot not due yet (its end
+	// plus the series' lag has not passed on the database clock), in the
+	// series' zone.
 	Due time.Time
 	// OldestOpen is the start of the first slot not finished (open, in
 	// flight, failed or parked), zero if none; LastCompleted the

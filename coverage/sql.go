@@ -24,7 +24,6 @@ type statements struct {
 	heatmapAllRows                         string
 	compact, compactCount, mergeCompacted  string
 	restore, restoreSlots, compactedCount  string
-	due                                    string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -383,6 +382,5 @@ func renderStatements(schema string) statements {
 		restore:             r(restoreSQL),
 		restoreSlots:        r(restoreSlotsSQL),
 		compactedCount:      r(compactedCountSQL),
-		due:                 r(dueSQL),
 	}
 }

@@ -71,7 +71,7 @@ type Status struct {
 	// fails on them.
 	NotDue int64
 	// Due is the start of the series' first slot not due yet when the
-	// status was read (see Client.Due), in the series' zone.
+	// status was read (its end plus the series' lag has not passed on the database clock), in the series' zone.
 	Due time.Time
 }
 

@@ -51,10 +51,15 @@
 -- lag, the larger of the job's (.lag) and the series' stored one (NULL,
 -- none stored, leaves the job's: greatest ignores NULLs), and whether the
 -- series is paused, in which case nothing is claimed, expired leases
--- included (held slots finish; their holders' writes need no claim).
+-- included (held slots finish; their holders' writes need no claim), its
+-- cap (see capFree), and whether it depends on upstream series: a slot of
+-- such a series is due only once every upstream series finished its span
+-- (upstream_done, migration 8). A series without dependencies pays one
+-- index probe per claim for that, not one per slot.
 ctl AS MATERIALIZED (
     SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag,
-        coalesce(bool_or(c.paused_at IS NOT NULL), false) AS paused
+        coalesce(bool_or(c.paused_at IS NOT NULL), false) AS paused, max(c.max_in_flight) AS cap,
+        EXISTS (SELECT FROM {{.schema}}.series_dependency AS d WHERE d.name = $1 AND d."interval" = $2) AS deps
     FROM {{.schema}}.series AS c
     WHERE c.name = $1 AND c."interval" = $2
 ),
@@ -81,13 +86,52 @@ available AS (
       AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
       AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)
       AND NOT (SELECT paused FROM ctl)
+      AND (NOT (SELECT deps FROM ctl) OR NOT EXISTS (SELECT FROM {{.schema}}.series_dependency AS d
+          WHERE d.name = $1 AND d."interval" = $2 AND NOT {{.schema}}.upstream_done(d.up_name, d.up_interval, slot_start, slot_end)))
+{{- if .capped}}
+    ORDER BY slot_start {{.order}}
+    LIMIT least($3 - (SELECT count(*) FROM expired), coalesce({{template "capFree" .}}, $3))
+{{- else}}
+      AND (SELECT cap FROM ctl) IS NULL
     ORDER BY slot_start {{.order}}
     LIMIT $3 - (SELECT count(*) FROM expired)
+{{- end}}
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 picked AS (
     SELECT * FROM expired UNION ALL SELECT * FROM available
 )
+{{- end}}
+
+{{define "capFree"}}
+-- capFree is how many more slots the series' cap (max_in_flight) admits:
+-- the cap less the slots held, which are the ACQUIRED rows (leases,
+-- expired ones included, and locked-mode takeovers of them) and the
+-- permits locked-mode transactions hold (permitsHeld). NULL without a cap.
+-- Only a statement that runs after the series row was locked (lockSeries)
+-- may use it: the lock orders admissions, and this statement's snapshot,
+-- taken after the lock was granted, sees every admission before it.
+greatest(0, (SELECT cap FROM ctl)
+    - (SELECT count(*) FROM {{.schema}}.slot WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED')
+    - {{template "permitsHeld" .}})
+{{- end}}
+
+{{define "permitsHeld"}}
+-- permitsHeld counts the permits of the series that locked-mode
+-- transactions hold: transaction-level advisory locks (permitKey, k),
+-- released by PostgreSQL when the transaction ends however it ends.
+-- pg_locks shows them as they are, not as a snapshot saw them.
+(SELECT count(*) FROM pg_locks AS l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid = {{template "permitKey"}}::oid)
+{{- end}}
+
+{{define "permitKey"}}
+-- permitKey is the first key of the series' permits: a non-negative hash
+-- of the series. Two series with the same hash share their count, which
+-- can admit fewer slots than a cap, never more.
+(hashtext($1 || '/' || $2) & 2147483647)
 {{- end}}
 
 {{define "completed"}}

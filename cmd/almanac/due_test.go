@@ -113,4 +113,52 @@ func TestSeriesPauseResume(t *testing.T) {
 	}
 	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "resume", "feed", "--interval", "PT1H"))
 	require.Nil(t, s.Paused)
+
+	// The fleet-wide cap.
+	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "set", "feed", "--interval", "PT1H", "--max-in-flight", "2"))
+	require.Equal(t, 2, s.MaxInFlight)
+	r = cli(t, "--schema", schema, "series", "set", "feed", "--interval", "PT1H", "--max-in-flight", "-1")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "set", "feed", "--interval", "PT1H", "--lag", "5m"))
+	require.Equal(t, 2, s.MaxInFlight, "only the flags given change")
+	require.Equal(t, "5m0s", s.Lag)
+	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "set", "feed", "--interval", "PT1H", "--max-in-flight", "0"))
+	require.Zero(t, s.MaxInFlight)
+}
+
+// TestSeriesAfter: issue 38's command line for dependencies: --after
+// (repeatable), series deps, and a cycle refused with exit 2 naming it.
+func TestSeriesAfter(t *testing.T) {
+	t.Parallel() // its own schema
+	schema := freshSchema(t, "cli_after_")
+	requireOK(t, cli(t, "--schema", schema, "migrate", "up"))
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "ingest", "--interval", "PT1H"))
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "prices", "--interval", "PT15M"))
+	requireOK(t, cli(t, "--schema", schema, "series", "add", "report", "--interval", "P1D", "--tz", "Europe/Berlin",
+		"--after", "ingest:PT1H", "--after", "prices:PT15M"))
+	d := decode[depsJSON](t, cli(t, "--schema", schema, "--json", "series", "deps", "report", "--interval", "P1D"))
+	require.Len(t, d.After, 2)
+	require.Equal(t, "ingest", d.After[0].Name)
+	require.Equal(t, "prices", d.After[1].Name)
+	d = decode[depsJSON](t, cli(t, "--schema", schema, "--json", "series", "deps", "ingest", "--interval", "PT1H"))
+	require.Len(t, d.Before, 1)
+	require.Equal(t, "report", d.Before[0].Name)
+
+	r := cli(t, "--schema", schema, "series", "add", "ingest", "--interval", "PT1H", "--after", "report:P1D")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "ingest PT1H → report P1D → ingest PT1H")
+	for _, args := range [][]string{
+		{"series", "add", "x", "--interval", "PT1H", "--after", "nope:PT1H"},
+		{"series", "add", "x", "--interval", "PT1H", "--after", "ingest"},
+		{"series", "add", "x", "--interval", "PT1H", "--after", "ingest:P0D"},
+	} {
+		r := cli(t, append([]string{"--schema", schema}, args...)...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+	}
+	list := decode[[]seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "list"))
+	require.Len(t, list, 3, "nothing written by refused commands")
+	// series set keeps the upstream list.
+	requireOK(t, cli(t, "--schema", schema, "series", "set", "report", "--interval", "P1D", "--lag", "1h"))
+	d = decode[depsJSON](t, cli(t, "--schema", schema, "--json", "series", "deps", "report", "--interval", "P1D"))
+	require.Len(t, d.After, 2)
 }

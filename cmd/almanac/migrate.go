@@ -46,7 +46,7 @@ func (a *app) migrateUpCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
 			}
-			res := migrateResult{Schema: a.schema, Applied: applied, Version: migrations.Latest()}
+			res := migrateResult{Schema: a.schema, Applied: applied, Version: len(migrations.All())}
 			if a.json {
 				return a.printJSON(res)
 			}
@@ -81,8 +81,8 @@ SQL it would run and changes nothing.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if to < 0 || to > migrations.Latest() {
-				return usagef("--to %d: expected a version from 0 to %d", to, migrations.Latest())
+			if to < 0 || to > len(migrations.All()) {
+				return usagef("--to %d: expected a version from 0 to %d", to, len(migrations.All()))
 			}
 			if yes && dryRun {
 				return usagef("give --yes or --dry-run, not both")

@@ -45,6 +45,8 @@ type Definition struct {
 	MaxAttempts int
 	// Lag is the series' stored lag (series.lag); 0 when none is stored.
 	Lag time.Duration
+	// MaxInFlight is the series' cap on slots held at once; 0 for none.
+	MaxInFlight int
 	// PausedAt is when the series was paused (database clock), zero when
 	// it is not; PausedBy and PausedReason say who paused it and why.
 	PausedAt               time.Time
@@ -93,12 +95,14 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 
 const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0),
 	(extract(epoch FROM coalesce(lag, interval '0')) * 1000000)::bigint,
-	paused_at, coalesce(paused_by, ''), coalesce(paused_reason, ''), created_at`
+	coalesce(max_in_flight, 0), paused_at, coalesce(paused_by, ''), coalesce(paused_reason, ''), created_at`
 
 // Settings are the controls Set changes; a nil field is left as stored.
 type Settings struct {
 	// Lag is how long after its end a slot becomes due; 0 stores none.
 	Lag *time.Duration
+	// MaxInFlight caps the slots held at once; 0 stores none.
+	MaxInFlight *int
 }
 
 // Set changes the stored settings of the series (name, interval) that
@@ -114,11 +118,15 @@ func Set(ctx context.Context, q Querier, schema, name string, interval slot.Inte
 		us := set.Lag.Microseconds()
 		lag = &us
 	}
+	if set.MaxInFlight != nil && *set.MaxInFlight < 0 {
+		return Definition{}, fmt.Errorf("%w: max in flight %d is negative; expected 0 (no cap) or more", input.ErrInvalid, *set.MaxInFlight)
+	}
 	var tag pgconn.CommandTag
 	err := retry.Do(ctx, func(ctx context.Context) (err error) {
 		tag, err = q.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.series SET
-		lag = CASE WHEN NOT $3 THEN lag WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END
-		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String(), lag != nil, lag)
+		lag = CASE WHEN NOT $3 THEN lag WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END,
+		max_in_flight = CASE WHEN NOT $5 THEN max_in_flight ELSE nullif($6::int, 0) END
+		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String(), lag != nil, lag, set.MaxInFlight != nil, set.MaxInFlight)
 		return err
 	})
 	if err != nil {
@@ -178,6 +186,30 @@ func Pause(ctx context.Context, q Querier, schema, name string, interval slot.In
 	return Get(ctx, q, schema, name, interval)
 }
 
+// DueAt reads the database clock less the series' stored lag (0 when none
+// is stored): a slot of the series whose end is at or before it is due.
+// An unknown series is an error wrapping ErrUnknownSeries. Not retried: q
+// may be a transaction.
+func DueAt(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (time.Time, error) {
+	var at time.Time
+	err := q.QueryRow(ctx, sqlschema.Render(`SELECT clock_timestamp() - coalesce(lag, interval '0') FROM {{schema}}.series
+		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String()).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("%w: %q with interval %s", ErrUnknownSeries, name, interval)
+	}
+	return at, err
+}
+
+// DueFrom returns the start of grid's first slot whose end is after at
+// (see DueAt): every slot before it is due.
+func DueFrom(grid slot.Series, at time.Time) time.Time {
+	sl, err := grid.Floor(at)
+	if err != nil {
+		return at.In(grid.Location()) // outside the supported years: a bound, not a boundary
+	}
+	return sl.Start
+}
+
 // Get loads the series (name, interval); an unknown series is an error
 // wrapping ErrUnknownSeries. Transient faults are retried.
 func Get(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (Definition, error) {
@@ -219,15 +251,16 @@ func collect(rows pgx.Rows) ([]Definition, error) {
 	var origin, created time.Time
 	var maxAttempts int
 	var lagMicros int64
+	var maxInFlight int
 	var pausedAt *time.Time
 	var pausedBy, pausedReason string
-	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros,
+	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros, &maxInFlight,
 		&pausedAt, &pausedBy, &pausedReason, &created}, func() error {
 		grid, err := parse(name, intervalText, zoneName, origin)
 		if err != nil {
 			return err
 		}
-		d := Definition{Grid: grid, MaxAttempts: maxAttempts, Lag: time.Duration(lagMicros) * time.Microsecond,
+		d := Definition{Grid: grid, MaxAttempts: maxAttempts, Lag: time.Duration(lagMicros) * time.Microsecond, MaxInFlight: maxInFlight,
 			PausedBy: pausedBy, PausedReason: pausedReason, CreatedAt: created}
 		if pausedAt != nil {
 			d.PausedAt = *pausedAt
