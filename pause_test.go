@@ -9,6 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/almanacdev/almanac"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
@@ -21,7 +24,9 @@ import (
 func TestPauseAndResume(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.New(t)
-	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema, Actor: "ops@example", PollInterval: 100 * time.Millisecond})
+	reader := sdkmetric.NewManualReader()
+	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema, Actor: "ops@example", PollInterval: 100 * time.Millisecond,
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	series, err := c.Series(ctx, "paused", "PT1M", almanac.SeriesOptions{})
 	require.NoError(t, err)
@@ -35,6 +40,7 @@ func TestPauseAndResume(t *testing.T) {
 	require.False(t, info.PausedAt.IsZero())
 	require.Equal(t, "ops@example", info.PausedBy)
 	require.Equal(t, "upstream down", info.PausedReason)
+	require.Equal(t, int64(1), pausedGauge(t, reader), "the paused gauge")
 	again, err := c.Pause(ctx, series, "still down")
 	require.NoError(t, err)
 	require.True(t, again.PausedAt.Equal(info.PausedAt), "pausing again keeps when it was first paused")
@@ -49,6 +55,7 @@ func TestPauseAndResume(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, info.PausedAt.IsZero())
 	require.Empty(t, info.PausedBy)
+	require.Equal(t, int64(0), pausedGauge(t, reader))
 	_, err = c.Drain(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), ran.Load())
@@ -62,4 +69,21 @@ func TestPauseAndResume(t *testing.T) {
 
 	_, err = c.Pause(ctx, series, "bad\x00reason")
 	require.ErrorIs(t, err, almanac.ErrInvalid)
+}
+
+// pausedGauge collects almanac.series.paused of the one series.
+func pausedGauge(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == "almanac.series.paused" {
+				require.Len(t, g.DataPoints, 1)
+				return g.DataPoints[0].Value
+			}
+		}
+	}
+	t.Fatal("no almanac.series.paused gauge")
+	return 0
 }

@@ -256,6 +256,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if q.to.IsZero() {
 		q.to = slot.MaxTime()
 	}
+	q.capped(ctx, pool) // the first claims know whether the series has a cap
 	return q, nil
 }
 
