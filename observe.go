@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/internal/retry"
-	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/telemetry"
 	"github.com/almanacdev/almanac/slot"
 )
