@@ -76,9 +76,16 @@ func TestDependencies(t *testing.T) {
 	}
 	drain()
 	require.Zero(t, ran, "22 of 23 ingest hours done: the report's day is not due")
+	st, err := c.Status(ctx, report, day, next)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.WaitingUpstream)
+	require.Equal(t, int64(1), st.Available)
 	_, err = c.Materialize(ctx, ingest, next.Add(-time.Hour), next, almanac.WriteOptions{})
 	require.NoError(t, err)
 	exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE name = 'ingest'`)
+	st, err = c.Status(ctx, report, day, next)
+	require.NoError(t, err)
+	require.Zero(t, st.WaitingUpstream)
 	drain()
 	require.Equal(t, 1, ran, "all 23 hours done")
 

@@ -21,6 +21,11 @@ type Counts struct {
 	// (not_before in the future, by the database clock); Parked those that
 	// gave up (not_before 'infinity').
 	Backoff, Parked int64
+	// WaitingUpstream counts the Available slots that wait for an upstream
+	// series (see almanac.SeriesOptions.After): some upstream slot
+	// overlapping them is not COMPLETE or SKIP yet, or has no row. 0 for a
+	// series without dependencies.
+	WaitingUpstream int64
 	// Acquired counts the slots held under a lease, LeaseExpired those of
 	// them whose lease ran out (their holder is gone or late; any worker may
 	// take them over).
@@ -148,6 +153,15 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	n.OldestOpen, n.LastCompleted = c.inZone(oldest), c.inZone(last)
 	if noted.Valid && status != nil {
 		n.LastNote = &Note{Start: c.inZone(noted), Status: *status, Parked: deref(parked), Message: deref(message), At: c.inZone(notedAt)}
+	}
+	var deps bool
+	if err := tx.QueryRow(ctx, c.sql.hasUpstream, c.name, c.interval).Scan(&deps); err != nil {
+		return err
+	}
+	if deps {
+		if err := tx.QueryRow(ctx, c.sql.waitingUpstream, planned(c.name, c.interval, from, to)...).Scan(&n.WaitingUpstream); err != nil {
+			return err
+		}
 	}
 	compacted, err := c.compactedIn(ctx, tx, from, to)
 	if err != nil {

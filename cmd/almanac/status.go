@@ -12,29 +12,30 @@ import (
 )
 
 type statusResult struct {
-	Name           string     `json:"name"`
-	Interval       string     `json:"interval"`
-	TimeZone       string     `json:"time_zone"`
-	Paused         *pauseJSON `json:"paused"`
-	From           *string    `json:"from"`
-	To             *string    `json:"to"`
-	Slots          int64      `json:"slots"`
-	Complete       int64      `json:"complete"`
-	Skip           int64      `json:"skip"`
-	Available      int64      `json:"available"`
-	Backoff        int64      `json:"backoff"`
-	Parked         int64      `json:"parked"`
-	Acquired       int64      `json:"acquired"`
-	LeaseExpired   int64      `json:"lease_expired"`
-	Missing        int64      `json:"missing"`
-	NotDue         int64      `json:"not_due"`
-	Due            *string    `json:"due"`
-	Gaps           int64      `json:"gaps"`
-	CoveredPercent float64    `json:"covered_percent"`
-	FirstMissing   *string    `json:"first_missing"`
-	OldestOpen     *string    `json:"oldest_open"`
-	LastCompleted  *string    `json:"last_completed"`
-	LastNote       *noteJSON  `json:"last_note"`
+	Name            string     `json:"name"`
+	Interval        string     `json:"interval"`
+	TimeZone        string     `json:"time_zone"`
+	Paused          *pauseJSON `json:"paused"`
+	From            *string    `json:"from"`
+	To              *string    `json:"to"`
+	Slots           int64      `json:"slots"`
+	Complete        int64      `json:"complete"`
+	Skip            int64      `json:"skip"`
+	Available       int64      `json:"available"`
+	WaitingUpstream int64      `json:"waiting_upstream"`
+	Backoff         int64      `json:"backoff"`
+	Parked          int64      `json:"parked"`
+	Acquired        int64      `json:"acquired"`
+	LeaseExpired    int64      `json:"lease_expired"`
+	Missing         int64      `json:"missing"`
+	NotDue          int64      `json:"not_due"`
+	Due             *string    `json:"due"`
+	Gaps            int64      `json:"gaps"`
+	CoveredPercent  float64    `json:"covered_percent"`
+	FirstMissing    *string    `json:"first_missing"`
+	OldestOpen      *string    `json:"oldest_open"`
+	LastCompleted   *string    `json:"last_completed"`
+	LastNote        *noteJSON  `json:"last_note"`
 }
 
 // noteJSON is the last message written on an open slot.
@@ -49,7 +50,7 @@ type noteJSON struct {
 func toStatusResult(grid almanac.Series, status almanac.Status, stored bool) statusResult {
 	out := statusResult{
 		Name: grid.Name(), Interval: grid.Interval().String(), TimeZone: grid.Location().String(),
-		Slots: status.Slots, Complete: status.Complete, Skip: status.Skip, Available: status.Available, Backoff: status.Backoff,
+		Slots: status.Slots, Complete: status.Complete, Skip: status.Skip, Available: status.Available, WaitingUpstream: status.WaitingUpstream, Backoff: status.Backoff,
 		Parked: status.Parked, Acquired: status.Acquired, LeaseExpired: status.LeaseExpired, Missing: status.Missing, NotDue: status.NotDue, Due: optionalTime(grid, status.Due), Gaps: status.Gaps,
 		CoveredPercent: status.Covered(), FirstMissing: optionalTime(grid, status.FirstMissing),
 		OldestOpen: optionalTime(grid, status.OldestOpen), LastCompleted: optionalTime(grid, status.LastCompleted),
@@ -159,6 +160,9 @@ func (a *app) printStatus(grid almanac.Series, res statusResult, pause string) e
 	fmt.Fprintf(tw, "complete\t%d\n", res.Complete)
 	fmt.Fprintf(tw, "skipped\t%d\n", res.Skip)
 	fmt.Fprintf(tw, "available\t%d\n", res.Available)
+	if res.WaitingUpstream > 0 {
+		fmt.Fprintf(tw, "waiting for upstream\t%d of them\n", res.WaitingUpstream)
+	}
 	fmt.Fprintf(tw, "in backoff\t%d\n", res.Backoff)
 	fmt.Fprintf(tw, "parked\t%d\n", res.Parked)
 	fmt.Fprintf(tw, "acquired\t%d (%d lease(s) expired)\n", res.Acquired, res.LeaseExpired)
