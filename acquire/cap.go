@@ -42,17 +42,18 @@ func (q *Queue) capped(ctx context.Context, db interface {
 	return q.cap.capped
 }
 
-// selectCapped is selectLockedIn for a series with a cap: in a
+// selectCapped is selectLockedIn for a series with a cap. In a
 // transaction of its own, on a second connection (the pool's reserve
 // provides it: it waits only for other admissions, which are short), it
-// locks the series row, so that admissions
-// happen one at a time; then tx, the locked-mode transaction, selects what
-// the cap admits and takes a permit for each AVAILABLE slot it got
-// (expired leases it took over are counted as ACQUIRED already); then the
-// series row is let go. The permits are transaction-level advisory locks:
-// they end with tx, whatever ends it, so a crashed worker's slots leave the
-// count at once, as their row locks do.
-func (q *Queue) selectCapped(ctx context.Context, tx pgx.Tx, query func(sql string) ([]Slot, int64, error)) ([]Slot, int64, error) {
+// locks the series row, so that admissions happen one at a time; while it
+// holds it, tx (the locked-mode transaction) counts the permits other
+// locked-mode transactions hold, selects what the cap admits, and takes a
+// permit for each AVAILABLE slot it got (expired leases it took over are
+// counted as ACQUIRED already). Permits are rows of series_permit locked
+// by tx: they end with tx, whatever ends it, so a crashed worker's slots
+// leave the count at once, as its slots' row locks do; and no role without
+// a privilege on almanac's tables can take one.
+func (q *Queue) selectCapped(ctx context.Context, tx pgx.Tx, query func(sql string, extra ...any) ([]Slot, int64, error)) ([]Slot, int64, error) {
 	gate, err := q.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, 0, fmt.Errorf("admission: %w", err)
@@ -61,7 +62,21 @@ func (q *Queue) selectCapped(ctx context.Context, tx pgx.Tx, query func(sql stri
 	if _, err := gate.Exec(ctx, q.sql.lockSeries, q.name, q.interval); err != nil {
 		return nil, 0, fmt.Errorf("admission: %w", err)
 	}
-	slots, xid, err := query(q.sql.selectLockedCapped)
+	var limit, held int64
+	if err := tx.QueryRow(ctx, q.sql.readCapValue, q.name, q.interval).Scan(&limit); err != nil {
+		return nil, 0, fmt.Errorf("admission: %w", err)
+	}
+	// The permits tx can lock are free; the savepoint lets go of them.
+	if _, err := tx.Exec(ctx, "SAVEPOINT almanac_permits"); err != nil {
+		return nil, 0, fmt.Errorf("admission: %w", err)
+	}
+	if err := tx.QueryRow(ctx, q.sql.countPermits, q.name, q.interval, limit).Scan(&held); err != nil {
+		return nil, 0, fmt.Errorf("admission: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT almanac_permits"); err != nil {
+		return nil, 0, fmt.Errorf("admission: %w", err)
+	}
+	slots, xid, err := query(q.sql.selectLockedCapped, held)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -72,11 +87,7 @@ func (q *Queue) selectCapped(ctx context.Context, tx pgx.Tx, query func(sql stri
 		}
 	}
 	if fresh > 0 {
-		var cap int
-		if err := tx.QueryRow(ctx, q.sql.readCapValue, q.name, q.interval).Scan(&cap); err != nil {
-			return nil, 0, fmt.Errorf("admission: %w", err)
-		}
-		if _, err := tx.Exec(ctx, q.sql.takePermits, q.name, q.interval, fresh, max(cap, fresh)); err != nil {
+		if _, err := tx.Exec(ctx, q.sql.takePermits, q.name, q.interval, fresh, limit); err != nil {
 			return nil, 0, fmt.Errorf("admission: %w", err)
 		}
 	}

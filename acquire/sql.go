@@ -57,6 +57,7 @@ type statements struct {
 	selectLockedCapped,
 	lockSeries,
 	takePermits,
+	countPermits,
 	readCap,
 	readCapValue string
 }
@@ -185,13 +186,18 @@ func renderStatements(schema string, newestFirst bool, deadMan time.Duration) st
 		"keepaliveIdle":     max(1, int(deadMan.Seconds()/2)),
 		"keepaliveInterval": max(1, int(deadMan.Seconds()/6)),
 		"capped":            false,
+		"permitsInline":     false,
 	}
-	capped := maps.Clone(data)
-	capped["capped"] = true
+	// A capped lease claim counts the permits held itself; a capped
+	// locked-mode selection is given the count ($10, see selectCapped).
+	cappedClaim, cappedSelect := maps.Clone(data), maps.Clone(data)
+	cappedClaim["capped"], cappedClaim["permitsInline"] = true, true
+	cappedSelect["capped"] = true
 	r := func(name string) string { return render(name, data) }
 	return statements{
-		claimCapped:        render("claim", capped),
-		selectLockedCapped: render("select_locked", capped),
+		claimCapped:        render("claim", cappedClaim),
+		selectLockedCapped: render("select_locked", cappedSelect),
+		countPermits:       r("count_permits"),
 		lockSeries:         r("lock_series"),
 		takePermits:        r("take_permits"),
 		readCap:            r("read_cap"),

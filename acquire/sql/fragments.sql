@@ -63,6 +63,9 @@ ctl AS MATERIALIZED (
     FROM {{.schema}}.series AS c
     WHERE c.name = $1 AND c."interval" = $2
 ),
+{{- if .permitsInline}}
+{{template "freePermits" .}}
+{{- end}}
 expired AS (
     SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
         generation, owner AS held_owner
@@ -107,31 +110,27 @@ picked AS (
 -- capFree is how many more slots the series' cap (max_in_flight) admits:
 -- the cap less the slots held, which are the ACQUIRED rows (leases,
 -- expired ones included, and locked-mode takeovers of them) and the
--- permits locked-mode transactions hold (permitsHeld). NULL without a cap.
--- Only a statement that runs after the series row was locked (lockSeries)
--- may use it: the lock orders admissions, and this statement's snapshot,
+-- permits locked-mode transactions hold. NULL without a cap. Only a
+-- statement that runs after the series row was locked (lock_series) may
+-- use it: the lock orders admissions, and this statement's snapshot,
 -- taken after the lock was granted, sees every admission before it.
 greatest(0, (SELECT cap FROM ctl)
     - (SELECT count(*) FROM {{.schema}}.slot WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED')
-    - {{template "permitsHeld" .}})
+    - {{if .permitsInline}}((SELECT count(*) FROM {{.schema}}.series_permit
+          WHERE name = $1 AND "interval" = $2 AND k <= (SELECT cap FROM ctl))
+        - (SELECT count(*) FROM free_permits)){{else}}$10::bigint{{end}})
 {{- end}}
 
-{{define "permitsHeld"}}
--- permitsHeld counts the permits of the series that locked-mode
--- transactions hold: transaction-level advisory locks (permitKey, k),
--- released by PostgreSQL when the transaction ends however it ends.
--- pg_locks shows them as they are, not as a snapshot saw them.
-(SELECT count(*) FROM pg_locks AS l
-    WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
-      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND l.classid = {{template "permitKey"}}::oid)
-{{- end}}
-
-{{define "permitKey"}}
--- permitKey is the first key of the series' permits: a non-negative hash
--- of the series. Two series with the same hash share their count, which
--- can admit fewer slots than a cap, never more.
-(hashtext($1 || '/' || $2) & 2147483647)
+{{define "freePermits"}}
+-- free_permits locks the series' permits no locked-mode transaction holds
+-- (a permit is a row of series_permit, held by a row lock for as long as
+-- the transaction that took it lasts), so that the held ones are the rest.
+-- A lease claim holds these locks only until it commits, a moment later.
+free_permits AS (
+    SELECT 1 FROM {{.schema}}.series_permit
+    WHERE name = $1 AND "interval" = $2 AND k <= (SELECT cap FROM ctl)
+    FOR UPDATE SKIP LOCKED
+),
 {{- end}}
 
 {{define "completed"}}

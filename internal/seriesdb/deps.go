@@ -20,10 +20,12 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// depsLock is the advisory lock (with the schema's hash) that orders
-// changes of dependencies, so that two changes that each close half of a
-// cycle cannot both pass the check.
-const depsLock = `SELECT pg_advisory_xact_lock(hashtext('almanac.series_dependency'), hashtext($1))`
+// depsLock orders changes of dependencies, so that two changes that each
+// close half of a cycle cannot both pass the check. A table lock that
+// conflicts with itself and not with readers (claims read the table): it
+// needs a privilege on the table, unlike an advisory lock, which any role
+// could take and hold to stall every change.
+const depsLock = `LOCK TABLE {{schema}}.series_dependency IN SHARE ROW EXCLUSIVE MODE`
 
 // cycleSQL finds a path of dependencies from the series ($1, $2) back to
 // itself, as its "name interval" steps; no row when there is none.
@@ -49,7 +51,7 @@ func SetAfter(ctx context.Context, db Beginner, schema, name string, interval sl
 			return err
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-		if _, err := tx.Exec(ctx, depsLock, schema); err != nil {
+		if _, err := tx.Exec(ctx, sqlschema.Render(depsLock, schema)); err != nil {
 			return err
 		}
 		if _, err := Get(ctx, tx, schema, name, interval); err != nil {

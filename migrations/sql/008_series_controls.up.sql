@@ -38,11 +38,42 @@ CREATE INDEX series_event_series_idx ON {{schema}}.series_event (name, "interval
 -- max_in_flight: at most this many slots of the series held at once, by
 -- every process and mode together (NULL: no cap). A claim that may exceed
 -- it first locks the series row, so admissions happen one at a time, and
--- counts the slots held: ACQUIRED rows, and the permits (transaction-level
--- advisory locks) that locked-mode transactions hold, since their row
--- locks are visible to no count.
+-- counts the slots held: ACQUIRED rows, and the permits that locked-mode
+-- transactions hold, since their slots' row locks are visible to no
+-- count.
 ALTER TABLE {{schema}}.series ADD COLUMN max_in_flight integer,
     ADD CONSTRAINT series_max_in_flight_check CHECK (max_in_flight IS NULL OR max_in_flight > 0);
+
+-- A permit is a row, numbered k from 1 to the cap, that a locked-mode
+-- transaction locks (FOR UPDATE) for each slot it holds: the lock ends with
+-- the transaction however it ends, and taking one needs a privilege on
+-- this table, so no other role can hold a series' permits. Rows above the
+-- cap are left in place (deleting a locked one would wait for its holder)
+-- and ignored.
+CREATE TABLE {{schema}}.series_permit (
+    name       text    NOT NULL,
+    "interval" text    NOT NULL,
+    k          integer NOT NULL CHECK (k > 0),
+    PRIMARY KEY (name, "interval", k),
+    FOREIGN KEY (name, "interval") REFERENCES {{schema}}.series (name, "interval") ON DELETE CASCADE
+);
+
+-- Setting a cap, by almanac or by plain SQL, adds the permits it needs.
+CREATE FUNCTION {{schema}}.series_permits() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, {{schema}}, pg_temp
+    AS $$
+BEGIN
+    INSERT INTO series_permit (name, "interval", k)
+    SELECT NEW.name, NEW."interval", g FROM generate_series(1, NEW.max_in_flight) AS g
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER series_permits AFTER INSERT OR UPDATE OF max_in_flight ON {{schema}}.series
+    FOR EACH ROW WHEN (NEW.max_in_flight IS NOT NULL)
+    EXECUTE FUNCTION {{schema}}.series_permits();
 
 -- Dependencies between series: a slot of the downstream series (name,
 -- "interval") is due only when every slot of each upstream series (up_name,
