@@ -157,6 +157,8 @@ type Queue struct {
 	// frontier the queue's share of the series' frontier.
 	floor    *floor
 	frontier frontier
+	// cap is whether the series has a cap, as last read (see capped).
+	cap capState
 
 	// merge writes completions together (Options.CompletionWindow); nil
 	// when each is written at once.
@@ -254,6 +256,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if q.to.IsZero() {
 		q.to = slot.MaxTime()
 	}
+	q.capped(ctx, pool) // the first claims know whether the series has a cap
 	return q, nil
 }
 
