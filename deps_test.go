@@ -126,3 +126,81 @@ func TestDependencies(t *testing.T) {
 	require.Equal(t, 1, count(`SELECT count(*) FROM {{schema}}.slot_event WHERE name = 'weekly' AND event = 'reopened'
 		AND message LIKE 'upstream report%' AND generation = 3`))
 }
+
+// TestReopenDownstreamRecordedOnce: a re-open that travels down the graph
+// is recorded once per downstream slot and generation, whoever re-opens:
+// plain SQL, almanac's own transaction (almanac.engine on), and a role
+// that may only update slots and sets almanac.engine on anyway (the
+// setting is not honoured for it, migration 8, and the downstream
+// re-opens are still recorded once, not twice or never).
+func TestReopenDownstreamRecordedOnce(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
+	require.NoError(t, err)
+	_, err = c.Series(ctx, "weekly", "P1W", almanac.SeriesOptions{After: []almanac.Series{report}})
+	require.NoError(t, err)
+	day := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	_, err = c.Materialize(ctx, ingest, day, day.Add(24*time.Hour), almanac.WriteOptions{})
+	require.NoError(t, err)
+	_, err = c.Materialize(ctx, report, day, day.AddDate(0, 0, 1), almanac.WriteOptions{})
+	require.NoError(t, err)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sqlschema.Render(sql, db.Schema), args...)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status)
+		VALUES ('weekly', 'P1W', '2026-03-02T00:00:00Z', '2026-03-09T00:00:00Z', 'AVAILABLE') ON CONFLICT DO NOTHING`)
+	role := "almanac_test_reopener_" + db.Schema
+	exec(`CREATE ROLE ` + sqlschema.Quote(role))
+	t.Cleanup(func() {
+		_, _ = db.Pool.Exec(context.Background(), `DROP OWNED BY `+sqlschema.Quote(role))
+		_, _ = db.Pool.Exec(context.Background(), `DROP ROLE `+sqlschema.Quote(role))
+	})
+	exec(`GRANT USAGE ON SCHEMA {{schema}} TO ` + sqlschema.Quote(role) + `; GRANT SELECT, UPDATE ON {{schema}}.slot TO ` + sqlschema.Quote(role))
+
+	complete := func() {
+		t.Helper()
+		exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now()`)
+	}
+	// once checks that the downstream slots are open at generation g with
+	// exactly one 'reopened' event each for it.
+	once := func(g int, how string) {
+		t.Helper()
+		var n, events int
+		require.NoError(t, db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*),
+			(SELECT count(*) FROM {{schema}}.slot_event e WHERE e.name IN ('report', 'weekly') AND e.event = 'reopened' AND e.generation = $1)
+			FROM {{schema}}.slot WHERE name IN ('report', 'weekly') AND status = 'AVAILABLE' AND generation = $1`, db.Schema), g).Scan(&n, &events))
+		require.Equal(t, 2, n, "%s: the day and the week re-opened", how)
+		require.Equal(t, 2, events, "%s: one event per re-opened downstream slot", how)
+	}
+
+	complete()
+	exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE' WHERE name = 'ingest' AND slot_start = $1`, day.Add(time.Hour))
+	once(2, "plain SQL")
+
+	complete()
+	_, err = c.Reopen(ctx, ingest, day.Add(2*time.Hour), day.Add(3*time.Hour), almanac.WriteOptions{Reason: "late"})
+	require.NoError(t, err)
+	once(3, "the API")
+
+	complete()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL ROLE `+sqlschema.Quote(role)+`; SET LOCAL almanac.engine = 'on'`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE' WHERE name = 'ingest' AND slot_start = $1`, db.Schema), day.Add(4*time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	once(4, "a role that may not insert history, with almanac.engine on")
+	var own int
+	require.NoError(t, db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.slot_event
+		WHERE name = 'ingest' AND slot_start = $1 AND event = 'reopened'`, db.Schema), day.Add(4*time.Hour)).Scan(&own))
+	require.Equal(t, 1, own, "the role's own re-open is recorded whatever it sets")
+}

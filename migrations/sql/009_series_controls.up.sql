@@ -116,8 +116,9 @@ $$;
 -- and by every path (almanac's operations, plain SQL, the page): the
 -- update below fires this trigger again for the downstream series, so the
 -- re-open travels down the whole graph (which has no cycles). The cause
--- is the message and, for almanac's own transactions (almanac.engine on,
--- where the plain-SQL trigger records nothing), a 'reopened' event.
+-- is the message and, where the plain-SQL trigger records nothing
+-- (almanac.engine on, honoured for a role that may insert history, as in
+-- migration 8), a 'reopened' event.
 CREATE FUNCTION {{schema}}.slot_reopen_downstream() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog, {{schema}}, pg_temp
@@ -125,6 +126,11 @@ CREATE FUNCTION {{schema}}.slot_reopen_downstream() RETURNS trigger
 DECLARE
     d record;
     cause text;
+    -- The plain-SQL trigger's test (migration 8), as the update below sees
+    -- it (current_user is this function's owner): where that trigger
+    -- records the re-open, this one does not, so each is recorded once.
+    engine boolean := current_setting('almanac.engine', true) = 'on'
+        AND has_table_privilege(current_user, {{schema_literal}} || '.slot_event', 'INSERT');
 BEGIN
     FOR d IN SELECT sd.name, sd."interval" FROM series_dependency sd
         WHERE sd.up_name = NEW.name AND sd.up_interval = NEW."interval"
@@ -133,15 +139,15 @@ BEGIN
             'YYYY-MM-DD"T"HH24:MI:SS"Z"'), NEW."interval"), 1024);
         WITH r AS (
             UPDATE slot s SET status = 'AVAILABLE', generation = s.generation + 1, attempts = 0, fail_count = 0,
-                data = NULL, completed_at = NULL, not_before = NULL, message = cause, updated_at = clock_timestamp()
+                data = NULL, completed_at = NULL, completed_by = NULL, not_before = NULL, message = cause, updated_at = clock_timestamp()
             WHERE s.name = d.name AND s."interval" = d."interval" AND s.status IN ('COMPLETE', 'SKIP')
               AND s.slot_start < NEW.slot_end AND s.slot_end > NEW.slot_start
             RETURNING s.name, s."interval", s.slot_start, s.generation)
         INSERT INTO slot_event (name, "interval", slot_start, event, generation, actor, message)
         SELECT r.name, r."interval", r.slot_start, 'reopened', r.generation,
             left(coalesce(nullif(current_setting('almanac.actor', true), ''), session_user), 256), cause
-        FROM r WHERE current_setting('almanac.engine', true) = 'on';
-        IF current_setting('almanac.engine', true) = 'on' THEN
+        FROM r WHERE engine;
+        IF engine THEN
             -- Plain SQL's own trigger wakes the workers otherwise.
             PERFORM pg_notify(wake_channel(), json_build_object('name', d.name, 'interval', d."interval", 'reason', 'upstream')::text);
         END IF;
@@ -154,3 +160,33 @@ CREATE TRIGGER slot_reopen_downstream AFTER UPDATE ON {{schema}}.slot
     FOR EACH ROW
     WHEN (OLD.status IN ('COMPLETE', 'SKIP') AND NEW.status = 'AVAILABLE')
     EXECUTE FUNCTION {{schema}}.slot_reopen_downstream();
+
+-- The runtime role of migrations.Grants gets these tables through default
+-- privileges; take back what would let it rewrite the record or forge
+-- permits, as migrations.Grants does for a schema created afterwards:
+-- series_event is append-only, series_permit rows are read and locked
+-- only (the trigger above creates them), series_dependency rows are added,
+-- removed and the table locked, never updated.
+CREATE FUNCTION {{schema}}.revoke_rewrites() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, {{schema}}, pg_temp
+    AS $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT c.oid::regclass AS tbl, a.privilege_type AS priv,
+            CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS role
+        FROM pg_class c
+        CROSS JOIN LATERAL aclexplode(c.relacl) a
+        WHERE a.grantee <> c.relowner
+          AND ((c.oid = 'series_event'::regclass AND a.privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE'))
+            OR (c.oid = 'series_permit'::regclass AND a.privilege_type IN ('INSERT', 'DELETE', 'TRUNCATE'))
+            OR (c.oid = 'series_dependency'::regclass AND a.privilege_type IN ('UPDATE', 'TRUNCATE')))
+    LOOP
+        EXECUTE format('REVOKE %s ON %s FROM %s', g.priv, g.tbl, g.role);
+    END LOOP;
+END
+$$;
+SELECT {{schema}}.revoke_rewrites();
+DROP FUNCTION {{schema}}.revoke_rewrites();
