@@ -130,7 +130,7 @@ DECLARE
     -- it (current_user is this function's owner): where that trigger
     -- records the re-open, this one does not, so each is recorded once.
     engine boolean := current_setting('almanac.engine', true) = 'on'
-        AND has_table_privilege(current_user, {{schema_literal}} || '.slot_event', 'INSERT');
+        AND has_table_privilege(current_user, quote_ident(TG_TABLE_SCHEMA) || '.slot_event', 'INSERT');
 BEGIN
     FOR d IN SELECT sd.name, sd."interval" FROM series_dependency sd
         WHERE sd.up_name = NEW.name AND sd.up_interval = NEW."interval"
