@@ -51,7 +51,9 @@ type Options struct {
 	Concurrency int
 	// PollInterval is how often idle jobs look for work without being
 	// woken: the fallback for missed notifications (a listener that cannot
-	// receive, see ListenURL) and for retries whose backoff ran out.
+	// receive, see ListenURL), for retries whose backoff ran out and for
+	// expired leases. Each poll is one statement for all the client's
+	// jobs, which wakes those whose series have acquirable slots.
 	// Default 5 s.
 	PollInterval time.Duration
 	// ShutdownTimeout is how long running handlers may take to finish once
@@ -110,7 +112,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	jobs    []Job
-	running *engine // between Start and Stop
+	jobKeys map[key]bool // the series of jobs, to refuse a second job for one
+	running *engine      // between Start and Stop
 	covs    map[string]seriesCoverage
 
 	tel *telemetry.Instruments
@@ -205,11 +208,13 @@ func (c *Client) Register(j Job) error {
 	if c.running != nil {
 		return ErrStarted
 	}
-	for _, other := range c.jobs {
-		if other.Series.Name() == j.Series.Name() && other.Series.Interval() == j.Series.Interval() {
-			return fmt.Errorf("%w: a job for %s is registered already", ErrInvalid, j.Series)
-		}
+	if c.jobKeys[j.key()] {
+		return fmt.Errorf("%w: a job for %s is registered already", ErrInvalid, j.Series)
 	}
+	if c.jobKeys == nil {
+		c.jobKeys = map[key]bool{}
+	}
+	c.jobKeys[j.key()] = true
 	c.jobs = append(c.jobs, j)
 	return nil
 }

@@ -166,6 +166,7 @@ func (e *engine) drain(ctx context.Context) (Summary, error) {
 	defer stopWork()
 	var workers sync.WaitGroup
 	var left scopeState
+	e.wakeAll() // every job looks at its range at least once
 	for {
 		before := results.Load()
 		e.dispatch(ctx, work, &workers, true)

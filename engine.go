@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -17,7 +18,10 @@ import (
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/schedule"
 	"github.com/almanacdev/almanac/internal/seriesdb"
+	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/telemetry"
+	"github.com/almanacdev/almanac/internal/wake"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // Defaults of Options and Job, stated on their fields.
@@ -48,7 +52,14 @@ type engine struct {
 	// goroutine (Drain counts them).
 	onResult func(*job, acquire.Result)
 	jobs     []*job
-	tel      *telemetry.Instruments
+	byKey    map[key]*job // the jobs by series, for wake-ups
+	// readyLag and readyGrace are the smallest lag and takeover grace of
+	// the jobs, with which the poll's scan (wake.Ready) looks for work.
+	readyLag, readyGrace time.Duration
+	// rescan asks the poll loop for a scan now; buffered, one pending
+	// request is enough.
+	rescan chan struct{}
+	tel    *telemetry.Instruments
 	// passwords are those of the engine's connections, which lease
 	// handlers get in their context (redact.WithPasswords): a Command's
 	// EnvAll passes no variable holding one.
@@ -56,6 +67,7 @@ type engine struct {
 
 	mu      sync.Mutex
 	running int
+	ready   runQueue      // the jobs with work and a free worker slot
 	poke    chan struct{} // wakes the dispatcher; buffered, one pending poke is enough
 	// stop, set by start, stops acquiring, lets running handlers finish
 	// for up to Options.ShutdownTimeout, then cancels their contexts:
@@ -89,6 +101,9 @@ type job struct {
 	wakes   uint64
 	running int
 	limit   int
+	// queuedAt is the running count the job is queued in e.ready at, or
+	// notQueued.
+	queuedAt int
 }
 
 // newEngine returns an engine that works on pool with the client's options,
@@ -96,6 +111,7 @@ type job struct {
 func newEngine(pool *pgxpool.Pool, opts Options, listen *pgx.ConnConfig) *engine {
 	opts = opts.withDefaults()
 	return &engine{pool: pool, opts: opts, listenTo: listen, sweep: sweepInterval, poke: make(chan struct{}, 1),
+		rescan: make(chan struct{}, 1), byKey: map[key]*job{},
 		tel: telemetry.New(opts.MeterProvider, opts.TracerProvider), passwords: connectionPasswords(pool, listen)}
 }
 
@@ -117,17 +133,15 @@ func (e *engine) add(j Job) error {
 	if err := j.validate(); err != nil {
 		return err
 	}
-	for _, other := range e.jobs {
-		if other.key() == j.key() {
-			return fmt.Errorf("scheduler: two jobs for %s %s", j.Series.Name(), j.Series.Interval())
-		}
+	if e.byKey[j.key()] != nil {
+		return fmt.Errorf("scheduler: two jobs for %s %s", j.Series.Name(), j.Series.Interval())
 	}
 	if j.LookBack <= 0 {
 		iv := j.Series.Interval()
 		mean := iv.Clock() + time.Duration(iv.Days())*24*time.Hour + time.Duration(iv.Months())*730*time.Hour
 		j.LookBack = max(24*time.Hour, 10*mean)
 	}
-	jb := &job{Job: j, mode: j.mode(), limit: e.opts.Concurrency}
+	jb := &job{Job: j, mode: j.mode(), limit: e.opts.Concurrency, queuedAt: notQueued}
 	if j.Concurrency > 0 {
 		jb.limit = min(j.Concurrency, e.opts.Concurrency)
 	}
@@ -135,22 +149,42 @@ func (e *engine) add(j Job) error {
 	if j.Schedule != "" {
 		jb.trigger.schedule, _ = schedule.Parse(j.Schedule) // validated above
 	}
+	grace := max(j.TakeoverGrace, 0) // 0 is acquire's default: a smaller grace only wakes early
+	if len(e.jobs) == 0 || j.Lag < e.readyLag {
+		e.readyLag = j.Lag
+	}
+	if len(e.jobs) == 0 || grace < e.readyGrace {
+		e.readyGrace = grace
+	}
 	e.jobs = append(e.jobs, jb)
+	e.byKey[jb.key()] = jb
 	return nil
 }
 
-// prepare registers each job's series and opens its queue and coverage
-// client. Transient faults (a lost connection, a restarting server) are
-// retried until ctx ends; anything else (a series registered with another
-// grid, a schema not migrated) is returned at once.
+// prepare registers the jobs' series, opens their queues and coverage
+// clients, and decides where each job's coverage starts, with a constant
+// number of statements whatever the number of jobs: one registration of
+// them all, one read of their definitions, one read of the first slots of
+// those that have no From, and the database clock. Transient faults (a
+// lost connection, a restarting server) are retried until ctx ends;
+// anything else (a series registered with another grid, a schema not
+// migrated) is returned at once.
 func (e *engine) prepare(ctx context.Context) error {
 	if len(e.jobs) == 0 {
 		return ErrNoJobs
 	}
+	grids := make([]slot.Series, len(e.jobs))
+	for i, j := range e.jobs {
+		grids[i] = j.Series
+	}
+	defs, err := seriesdb.AddMany(ctx, e.pool, e.opts.Schema, grids)
+	if err != nil {
+		return fmt.Errorf("scheduler: register: %w", err)
+	}
+	// The queues and clients read the definitions just read, not each its
+	// own.
+	known := seriesdb.WithKnown(ctx, defs)
 	for _, j := range e.jobs {
-		if _, _, err := seriesdb.Add(ctx, e.pool, e.opts.Schema, j.Series); err != nil {
-			return fmt.Errorf("scheduler: register %s: %w", j.Series, err)
-		}
 		// From and To bound what the job acquires, not only what it
 		// materializes: older open slots are not its work.
 		qopts := acquire.Options{Schema: e.opts.Schema, From: j.From, To: j.To, Policy: j.Policy, Logger: e.opts.Logger}
@@ -160,54 +194,97 @@ func (e *engine) prepare(ctx context.Context) error {
 			qopts.CompletionWindow = completionWindow
 		}
 		var err error
-		if j.queue, err = acquire.New(ctx, e.pool, j.Series, qopts); err != nil {
+		if j.queue, err = acquire.New(known, e.pool, j.Series, qopts); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
 		j.seriesAttrs(j.queue.Owner().String())
-		if j.cov, err = coverage.New(ctx, e.pool, j.Series, coverage.Options{Schema: e.opts.Schema}); err != nil {
+		if j.cov, err = coverage.New(known, e.pool, j.Series, coverage.Options{Schema: e.opts.Schema}); err != nil {
 			return fmt.Errorf("scheduler: %s: %w", j.Series, err)
 		}
-		if j.start, err = e.firstSlot(ctx, j); err != nil {
-			return err
-		}
-		j.hasWork = true
+	}
+	if err := e.firstSlots(ctx); err != nil {
+		return err
 	}
 	e.logStarted(ctx)
 	return nil
 }
 
-// firstSlot decides where a job's coverage starts.
-func (e *engine) firstSlot(ctx context.Context, j *job) (time.Time, error) {
-	if !j.From.IsZero() {
+// firstSlotsSQL returns, for each series named in $1 of interval $2, the
+// start of its first stored or compacted slot (NULL for none): the
+// beginning of coverage.Client.Extent, for many series in one statement.
+const firstSlotsSQL = `SELECT n.name, least(
+        (SELECT min(s.slot_start) FROM {{schema}}.slot AS s WHERE s.name = n.name AND s."interval" = $2),
+        (SELECT min(c.range_start) FROM {{schema}}.slot_compacted AS c WHERE c.name = n.name AND c."interval" = $2))
+FROM unnest($1::text[]) AS n(name)`
+
+// firstSlots decides where each job's coverage starts: at From (the first
+// slot starting at or after it), else at the series' first stored slot,
+// else, for a series with none, at its most recently due slot.
+func (e *engine) firstSlots(ctx context.Context) error {
+	byInterval := map[string][]string{}
+	for _, j := range e.jobs {
+		if j.From.IsZero() {
+			iv := j.Series.Interval().String()
+			byInterval[iv] = append(byInterval[iv], j.Series.Name())
+			continue
+		}
 		sl, err := j.Series.Floor(j.From)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("scheduler: %s start: %w", j.Series.Name(), err)
+			return fmt.Errorf("scheduler: %s start: %w", j.Series.Name(), err)
 		}
+		j.start = sl.Start
 		if sl.Start.Before(j.From) {
-			return sl.End, nil // the first slot that starts at or after Start
+			j.start = sl.End // the first slot that starts at or after Start
 		}
-		return sl.Start, nil
 	}
-	from, _, ok, err := j.cov.Extent(ctx)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("scheduler: %s: %w", j.Series.Name(), err)
+	if len(byInterval) == 0 {
+		return nil
 	}
-	if ok {
-		return from, nil
+	sql := sqlschema.Render(firstSlotsSQL, e.opts.Schema)
+	first := map[key]time.Time{}
+	for iv, names := range byInterval {
+		err := retry.Do(ctx, func(ctx context.Context) error {
+			rows, err := e.pool.Query(ctx, sql, names, iv)
+			if err != nil {
+				return err
+			}
+			var name string
+			var at pgtype.Timestamptz
+			_, err = pgx.ForEachRow(rows, []any{&name, &at}, func() error {
+				if at.Valid && at.InfinityModifier == pgtype.Finite {
+					first[key{name, iv}] = at.Time
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("scheduler: first slots of %d series of %s: %w", len(names), iv, err)
+		}
 	}
 	now, err := e.dbNow(ctx)
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
-	due, err := dueTo(j.Series, j.Lag, now)
-	if err != nil {
-		return time.Time{}, err
+	for _, j := range e.jobs {
+		if !j.From.IsZero() {
+			continue
+		}
+		if at, ok := first[j.key()]; ok {
+			j.start = at.In(j.Series.Location())
+			continue
+		}
+		due, err := dueTo(j.Series, j.Lag, now)
+		if err != nil {
+			return err
+		}
+		last, err := j.Series.Floor(due.Add(-time.Microsecond))
+		if err != nil {
+			return err
+		}
+		j.start = last.Start
 	}
-	last, err := j.Series.Floor(due.Add(-time.Microsecond))
-	if err != nil {
-		return time.Time{}, err
-	}
-	return last.Start, nil
+	return nil
 }
 
 // dbNow reads the database clock, which decides what is due: hosts' clocks
@@ -272,20 +349,61 @@ func (e *engine) wake(j *job) {
 	e.mu.Lock()
 	j.hasWork = true
 	j.wakes++
+	e.ready.push(j)
 	e.mu.Unlock()
 	rewind(j)
 	e.pokeDispatcher()
 }
 
+// wakeAll marks every job as having work: Drain's rounds, which must look
+// at every job's range once more whatever a scan says.
 func (e *engine) wakeAll() {
 	e.mu.Lock()
 	for _, j := range e.jobs {
 		j.hasWork = true
 		j.wakes++
+		e.ready.push(j)
 		rewind(j)
 	}
 	e.mu.Unlock()
 	e.pokeDispatcher()
+}
+
+// scan wakes the jobs whose series have acquirable slots, found by one
+// statement over the whole schema (wake.Ready): what a missed notification,
+// an expired retry backoff or snooze, or an expired lease left for the
+// poll. Its cost grows with the series that have open or held slots, not
+// with the jobs. Transient faults are retried until ctx ends.
+func (e *engine) scan(ctx context.Context) error {
+	keys, err := wake.Ready(ctx, e.pool, e.opts.Schema, e.readyLag, e.readyGrace)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		j := e.byKey[key{k.Name, k.Interval}]
+		if j == nil {
+			continue
+		}
+		// A job marked already is looking: the scan adds nothing, and
+		// counting it as a wake-up would make a worker that took the
+		// job's last slot look once more for nothing (the next scan
+		// still finds what it leaves).
+		e.mu.Lock()
+		busy := j.hasWork
+		e.mu.Unlock()
+		if !busy {
+			e.wake(j)
+		}
+	}
+	return nil
+}
+
+// requestScan asks the poll loop for a scan now.
+func (e *engine) requestScan() {
+	select {
+	case e.rescan <- struct{}{}:
+	default:
+	}
 }
 
 func rewind(j *job) {
@@ -303,21 +421,14 @@ func (e *engine) pokeDispatcher() {
 
 // pick chooses the job the next free worker goes to: among jobs with work
 // and below their limit, the highest priority, then the fewest running
-// workers, then the order of Add. Called with e.mu held.
+// workers, then the one that got work first (see runQueue). It takes the
+// job out of the run queue: the caller counts the worker and queues the
+// job again if it can take another. Called with e.mu held.
 func (e *engine) pick() *job {
 	if e.running >= e.opts.Concurrency {
 		return nil
 	}
-	var best *job
-	for _, j := range e.jobs {
-		if !j.hasWork || j.running >= j.limit {
-			continue
-		}
-		if best == nil || j.Priority > best.Priority || j.Priority == best.Priority && j.running < best.running {
-			best = j
-		}
-	}
-	return best
+	return e.ready.pop()
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -25,7 +25,8 @@ const (
 // listen wakes jobs when their slots become acquirable (materialize,
 // re-open, retry), on a dedicated connection outside the pool so it never
 // takes a worker's connection. After a lost connection it reconnects with
-// backoff and wakes every job, since notifications sent meanwhile are lost.
+// backoff and scans for work (one statement), since notifications sent
+// meanwhile are lost.
 //
 // Behind a pooler in transaction mode LISTEN "succeeds" and then never
 // delivers, because the session that listens is handed to other clients
@@ -35,10 +36,6 @@ const (
 // direct connection for listening, Options.ListenURL), and tries again much
 // later.
 func (e *engine) listen(ctx context.Context) {
-	byKey := map[key]*job{}
-	for _, j := range e.jobs {
-		byKey[j.key()] = j
-	}
 	channel := wake.Channel(e.opts.Schema)
 	backoff := 100 * time.Millisecond
 	warned := false
@@ -59,7 +56,7 @@ func (e *engine) listen(ctx context.Context) {
 		}
 		delivered := false
 		if err == nil {
-			delivered, err = e.probeListen(ctx, conn, channel, byKey)
+			delivered, err = e.probeListen(ctx, conn, channel)
 		}
 		if err == nil && !delivered {
 			_ = conn.Close(context.WithoutCancel(ctx))
@@ -77,8 +74,8 @@ func (e *engine) listen(ctx context.Context) {
 		}
 		if err == nil {
 			backoff = 100 * time.Millisecond
-			e.wakeAll() // whatever happened while we were not listening
-			err = e.receive(ctx, conn, byKey)
+			e.requestScan() // whatever happened while we were not listening
+			err = e.receive(ctx, conn)
 		}
 		if conn != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
@@ -99,7 +96,7 @@ func (e *engine) listen(ctx context.Context) {
 // probeListen sends a notification to channel through the pool and reports
 // whether conn, which listens on it, receives it within
 // listenProbeTimeout. Wake-ups that arrive meanwhile are acted on.
-func (e *engine) probeListen(ctx context.Context, conn *pgx.Conn, channel string, byKey map[key]*job) (bool, error) {
+func (e *engine) probeListen(ctx context.Context, conn *pgx.Conn, channel string) (bool, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	payload := `{"probe":"` + hex.EncodeToString(b) + `"}`
@@ -120,32 +117,33 @@ func (e *engine) probeListen(ctx context.Context, conn *pgx.Conn, channel string
 		case n.Payload == payload:
 			return true, nil
 		}
-		e.notified(n, byKey)
+		e.notified(n)
 	}
 }
 
-func (e *engine) receive(ctx context.Context, conn *pgx.Conn, byKey map[key]*job) error {
+func (e *engine) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		e.notified(n, byKey)
+		e.notified(n)
 	}
 }
 
-// notified wakes the job a notification is about, if any: every job for a
-// notification that names no series (a plain SQL insert, of any series).
-func (e *engine) notified(n *pgconn.Notification, byKey map[key]*job) {
+// notified wakes the job a notification is about, if any; for a
+// notification that names no series (a plain SQL insert, of any series)
+// it asks for a scan, which wakes the jobs that have work.
+func (e *engine) notified(n *pgconn.Notification) {
 	ev, err := wake.Parse(n.Payload)
 	if err != nil {
 		return // not ours
 	}
 	if ev.Name == "" {
-		e.wakeAll()
+		e.requestScan()
 		return
 	}
-	if j := byKey[key{ev.Name, ev.Interval}]; j != nil {
+	if j := e.byKey[key{ev.Name, ev.Interval}]; j != nil {
 		e.wake(j)
 	}
 }

@@ -62,8 +62,8 @@ func TestPlainSQLReopenWakesIdleWorker(t *testing.T) {
 	// idle waits until the worker is listening, none of the client's
 	// sessions is inside a transaction, and the last statement the worker
 	// sent ended a search that found nothing (locked mode rolls back an
-	// empty batch): it has recorded its last outcome, looked for more, and
-	// waits for work. The scheduler's reading of the database clock, which
+	// empty batch) or recorded the outcome of the job's last slot (after
+	// which it does not look again): it waits for work. The scheduler's reading of the database clock, which
 	// it does on its own schedule (at each minute, this series' next
 	// trigger), is not the worker's.
 	listen := "LISTEN " + pgx.Identifier{wake.Channel(db.Schema)}.Sanitize()
@@ -75,7 +75,7 @@ func TestPlainSQLReopenWakesIdleWorker(t *testing.T) {
 			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE query = $2), count(*) FILTER (WHERE state <> 'idle'),
 					coalesce((array_agg(lower(query) ORDER BY query_start DESC) FILTER (WHERE query NOT IN ($2, 'SELECT clock_timestamp()')))[1], '')
 				FROM pg_stat_activity WHERE application_name = $1`, app, listen).Scan(&listening, &busy, &last))
-			return listening == 1 && busy == 0 && last == "rollback"
+			return listening == 1 && busy == 0 && (last == "rollback" || last == "commit")
 		}, 30*time.Second, time.Millisecond)
 	}
 	reopen := sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', message = 'late data'

@@ -277,8 +277,13 @@ func (r *statementRecorder) seriesNames() map[string]bool {
 	names := map[string]bool{}
 	for _, st := range r.all() {
 		if strings.Contains(st.sql, ".series (name") && len(st.args) > 0 {
-			if name, ok := st.args[0].(string); ok {
+			switch name := st.args[0].(type) {
+			case string:
 				names[name] = true
+			case []string: // the engine's registration of all its series
+				for _, n := range name {
+					names[n] = true
+				}
 			}
 		}
 	}
@@ -301,6 +306,25 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 	sql := strings.TrimSpace(st.sql)
 	lower := strings.ToLower(sql)
 	if touchesSlot.MatchString(sql) {
+		if strings.HasPrefix(sql, "WITH RECURSIVE open AS (") {
+			// The poll's scan for series with work (wake.Ready): once per
+			// poll interval and process, over every series, so on every
+			// shard; docs/scaling.md says so.
+			return "slot: scan for series with work", nil
+		}
+		if strings.HasPrefix(sql, "WITH want AS (") {
+			// The engine's grouped materialization: the newly due slots
+			// of many series of one grid, under their writer locks.
+			return "slot: insert of many series", nil
+		}
+		if strings.HasPrefix(sql, "SELECT n.name, least(") {
+			// The engine's read of its series' first slots at start.
+			return "slot: first slots of many series", nil
+		}
+		if strings.HasPrefix(sql, "SELECT n.name FROM unnest($1::text[]) AS n(name)") {
+			// The grouped sweep's count of many series' windows.
+			return "slot: count of many series", nil
+		}
 		if m := insertSlot.FindStringSubmatch(sql); m != nil {
 			return "slot: insert of one series", checkSeriesArgs(st, m[1], m[2], series)
 		}
@@ -337,6 +361,12 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 	case strings.Contains(sql, ".series"):
 		if strings.Contains(sql, "WHERE name = $1 AND \"interval\" = $2") || strings.HasPrefix(sql, "INSERT INTO") {
 			return "series: one series", nil
+		}
+		if strings.Contains(sql, `WHERE (name, "interval") IN (SELECT * FROM unnest($1::text[], $2::text[]))`) {
+			return "series: many series (the engine's start)", nil
+		}
+		if strings.Contains(sql, `WHERE (name, "interval") IN (SELECT n, $2 FROM unnest($1::text[]) AS n)`) {
+			return "series: writers' lock of many series (a group's insert)", nil
 		}
 		if strings.Contains(sql, "ORDER BY name") {
 			return "series: list (reference table)", nil

@@ -52,11 +52,11 @@ func (e *engine) run(ctx context.Context) {
 		defer background.Done()
 		e.listen(ctx)
 	}()
-	for _, j := range e.jobs {
+	for _, g := range e.groups() {
 		background.Add(1)
 		go func() {
 			defer background.Done()
-			e.drive(ctx, j)
+			e.driveGroup(ctx, g)
 		}()
 	}
 	background.Add(1)
@@ -97,6 +97,7 @@ func (e *engine) dispatch(ctx, work context.Context, workers *sync.WaitGroup, on
 		for j := e.pick(); j != nil; j = e.pick() {
 			j.running++
 			e.running++
+			e.ready.push(j) // it may take another worker
 			seen := j.wakes
 			workers.Add(1)
 			go func() {
@@ -110,11 +111,14 @@ func (e *engine) dispatch(ctx, work context.Context, workers *sync.WaitGroup, on
 				if !more && j.wakes == seen {
 					j.hasWork = false
 				}
+				e.ready.push(j) // with a worker slot free again
 				e.mu.Unlock()
 				e.pokeDispatcher()
 			}()
 		}
-		idle := e.running == 0 && e.pick() == nil
+		// The loop above ended on a nil pick: with no worker running,
+		// because the run queue is empty.
+		idle := e.running == 0
 		e.mu.Unlock()
 		if once && idle {
 			return
@@ -145,7 +149,7 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 		if ok {
 			e.report(j, res)
 		}
-		more = ok
+		more = ok && !e.tookLast(j, res.Slot)
 	case modeBatch:
 		var results []acquire.Result
 		results, err = j.queue.RunBatch(ctx, j.Batch, e.lockedHandler(j, claimStart))
@@ -159,7 +163,7 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 		leases, err = j.queue.Claim(ctx, 1)
 		if err == nil && len(leases) > 0 {
 			e.report(j, e.runLease(ctx, j, leases[0], claimStart))
-			more = true
+			more = !e.tookLast(j, leases[0].Slot)
 		}
 	}
 	if err == nil || ctx.Err() != nil {
@@ -171,6 +175,21 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 	case <-e.opts.Clock.After(e.errorPause()):
 	}
 	return true
+}
+
+// tookLast reports whether an oldest-first job just took the last slot it
+// has materialized: no later slot is due, and no earlier one was
+// acquirable when this one was claimed, so the job need not look again
+// until something wakes it (a notification, a retry's timer, the poll). At
+// a boundary where each of many series has one slot due, that spares each
+// job a claim that would find nothing.
+func (e *engine) tookLast(j *job, sl acquire.Slot) bool {
+	if j.NewestFirst {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !j.covered.IsZero() && !sl.End.Before(j.covered)
 }
 
 // errorPause is how long a worker waits after an error before it looks for
@@ -272,67 +291,19 @@ func (e *engine) report(j *job, res acquire.Result) {
 	}
 }
 
-// drive runs a job's trigger and sweep until ctx is done: a catch-up over
-// the whole range first, then newly due slots at every trigger, and the
-// look-back window every SweepInterval. What is due, and when a trigger
-// fires, is reckoned on the database clock (read at every trigger); the
-// scheduler's Clock only times the waits in between, so a host whose clock
-// is wrong neither runs slots early nor misses them.
-func (e *engine) drive(ctx context.Context, j *job) {
-	if now, err := e.dbNow(ctx); err == nil {
-		if err := e.materialize(ctx, j, j.start, now); err != nil && ctx.Err() == nil {
-			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
-		}
-	}
-	lastSweep := e.opts.Clock.Now()
-	for ctx.Err() == nil {
-		now, err := e.dbNow(ctx)
-		if err != nil {
-			continue // only when ctx is done: dbNow retries faults until then
-		}
-		next, err := j.trigger.next(now)
-		if err != nil {
-			e.opts.Logger.Error("almanac: trigger stopped", j.logArgs("error", err)...)
-			return
-		}
-		wait := next.Sub(now)
-		if sweep := lastSweep.Add(e.sweep).Sub(e.opts.Clock.Now()); sweep < wait {
-			wait = max(sweep, 0)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.opts.Clock.After(wait):
-		}
-		if now, err = e.dbNow(ctx); err != nil {
-			return
-		}
-		from := now.Add(-j.LookBack)
-		if e.opts.Clock.Now().Sub(lastSweep) < e.sweep {
-			// A trigger: materialize from where this process last got to.
-			e.mu.Lock()
-			if j.covered.After(from) {
-				from = j.covered
-			}
-			e.mu.Unlock()
-		} else {
-			lastSweep = e.opts.Clock.Now()
-		}
-		if err := e.materialize(ctx, j, from, now); err != nil && ctx.Err() == nil {
-			e.opts.Logger.Error("almanac: materialize failed", j.logArgs("error", err)...)
-		}
-	}
-}
-
-// poll wakes every job every PollInterval: the fallback for a missed
-// notification and for slots whose retry backoff ran out.
+// poll scans for jobs with work at the start, every PollInterval, and when
+// asked (requestScan): the fallback for a missed notification, for slots
+// whose retry backoff ran out, and for expired leases.
 func (e *engine) poll(ctx context.Context) {
 	for {
+		if err := e.scan(ctx); err != nil && ctx.Err() == nil {
+			e.opts.Logger.Warn("almanac: looking for work failed", "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.opts.Clock.After(e.opts.PollInterval):
-			e.wakeAll()
+		case <-e.rescan:
 		}
 	}
 }

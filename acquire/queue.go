@@ -151,7 +151,7 @@ type Queue struct {
 	interval string
 	opts     Options
 	held     *budget
-	sql      statements
+	sql      *statements // shared by the queues of one schema and options (statementsFor)
 	from, to time.Time
 	// floor is where the next search for AVAILABLE slots starts, and
 	// frontier the queue's share of the series' frontier.
@@ -227,7 +227,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	def, err := seriesdb.Get(ctx, pool, opts.Schema, grid.Name(), grid.Interval())
+	def, err := seriesdb.Lookup(ctx, pool, opts.Schema, grid.Name(), grid.Interval())
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	}
 	q := &Queue{
 		pool: pool, grid: def.Grid, name: grid.Name(), interval: grid.Interval().String(),
-		opts: opts, held: held, sql: renderStatements(opts.Schema, opts.NewestFirst, opts.DeadMan),
+		opts: opts, held: held, sql: statementsFor(opts.Schema, opts.NewestFirst, opts.DeadMan),
 		from: opts.From, to: opts.To, floor: newFloor(opts.NewestFirst, grid), sharedOwner: sharedOwner,
 		maxWorkCause: fmt.Errorf("%w (%s)", errMaxWork, opts.MaxWork),
 	}

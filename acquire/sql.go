@@ -6,11 +6,13 @@ import (
 	"maps"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/wake"
 )
 
 // sqlFiles holds the queue's statements, one per file of sql/, and the
@@ -95,6 +97,11 @@ var sqlFuncs = template.FuncMap{
         ELSE clock_timestamp() + %s * interval '1 microsecond' END`, "%s", delay)
 	},
 
+	// notWaiting and expired are the tests of an acquirable slot that
+	// wake.Ready shares (see candidates).
+	"notWaiting": func() string { return wake.NotWaiting },
+	"expired":    wake.Expired,
+
 	"fencesIn":    fencesIn,
 	"lockedRows":  lockedRows,
 	"startsOf":    sqlschema.StartsOf,
@@ -167,6 +174,32 @@ var sqlTemplates = func() *template.Template {
 
 // commentLine matches a line that is an SQL comment only, with its end.
 var commentLine = regexp.MustCompile(`(?m)^[ \t]*--.*(\n|$)`)
+
+// statementKey is what the rendered statements depend on.
+type statementKey struct {
+	schema      string
+	newestFirst bool
+	deadMan     time.Duration
+}
+
+// rendered holds the statements rendered so far, by statementKey: a
+// process with thousands of queues (one per series) shares a few sets of
+// statements instead of holding tens of kilobytes of SQL per queue. It
+// keeps one entry per schema and options used, for the life of the
+// process.
+var rendered sync.Map // statementKey → *statements
+
+// statementsFor returns the statements for schema and the options,
+// rendered once per process.
+func statementsFor(schema string, newestFirst bool, deadMan time.Duration) *statements {
+	k := statementKey{schema, newestFirst, deadMan}
+	if st, ok := rendered.Load(k); ok {
+		return st.(*statements)
+	}
+	st := renderStatements(schema, newestFirst, deadMan)
+	actual, _ := rendered.LoadOrStore(k, &st)
+	return actual.(*statements)
+}
 
 // renderStatements renders the statements for schema, the order of
 // Policy.NewestFirst and the dead-man switch deadMan (Policy.DeadMan).

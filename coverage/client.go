@@ -63,8 +63,8 @@ type Client struct {
 	name     string
 	interval string
 	chunk    int64
-	actor    *string // nil: the session's role
-	sql      statements
+	actor    *string     // nil: the session's role
+	sql      *statements // shared by the clients of one schema (statementsFor)
 	// runsInSQL is set when the database can compute the slots of a chunk
 	// from runs: the interval is fixed, and a chunk's offsets from the
 	// start of a run stay below 2^53 microseconds (285 years), where float8
@@ -92,7 +92,7 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 	if err := input.CheckActor(opts.Actor); err != nil {
 		return nil, err
 	}
-	def, err := seriesdb.Get(ctx, db, opts.Schema, grid.Name(), grid.Interval())
+	def, err := seriesdb.Lookup(ctx, db, opts.Schema, grid.Name(), grid.Interval())
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func New(ctx context.Context, db DB, grid slot.Series, opts Options) (*Client, e
 	return &Client{
 		db: db, grid: def.Grid, schema: opts.Schema, actor: actor,
 		name: grid.Name(), interval: iv.String(),
-		chunk: int64(opts.ChunkSize), sql: renderStatements(opts.Schema),
+		chunk: int64(opts.ChunkSize), sql: statementsFor(opts.Schema),
 		runsInSQL: iv.Fixed() && iv.Clock().Microseconds() <= (1<<53)/int64(opts.ChunkSize+1),
 	}, nil
 }

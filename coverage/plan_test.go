@@ -109,7 +109,7 @@ func TestOperationsScaleWithoutStatistics(t *testing.T) {
 		for _, st := range statements {
 			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 				t.Run(fmt.Sprintf("analyzed=%v/%s/%s", analyzed, st.name, mode), func(t *testing.T) {
-					work := f.planWork(t, mode, st.sql(f.c.sql), st.args, from, to, slots)
+					work := f.planWork(t, mode, st.sql(*f.c.sql), st.args, from, to, slots)
 					t.Logf("%d rows through the plan for %d slots", work, slots)
 					require.Less(t, work, int64(40*slots), "rows through the plan of %s over %d slots without statistics", st.name, slots)
 				})

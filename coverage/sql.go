@@ -3,6 +3,7 @@ package coverage
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
@@ -358,6 +359,22 @@ const firstSlot = `SELECT min(s.slot_start) FROM {{schema}}.slot s WHERE s.name 
 // the row locks taken to find held rows).
 func withChanged(sql, changed, logged string) string {
 	return strings.Replace(strings.Replace(sql, "{{changed}}", changed, 1), "{{logged}}", logged, 1)
+}
+
+// rendered holds the statements rendered so far, by schema, so that the
+// clients of one schema (one per series) share them; one entry per schema
+// used, for the life of the process.
+var rendered sync.Map // schema → *statements
+
+// statementsFor returns the statements for schema, rendered once per
+// process.
+func statementsFor(schema string) *statements {
+	if st, ok := rendered.Load(schema); ok {
+		return st.(*statements)
+	}
+	st := renderStatements(schema)
+	actual, _ := rendered.LoadOrStore(schema, &st)
+	return actual.(*statements)
 }
 
 func renderStatements(schema string) statements {

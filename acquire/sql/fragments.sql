@@ -42,6 +42,10 @@
 -- before the first acquirable one, once per claim
 -- (TestClaimsSkipFinishedSlots).
 --
+-- The tests of a waiting slot (notWaiting) and of an expired lease
+-- (expired) are wake.NotWaiting and wake.Expired, which the scan for series
+-- with work (wake.Ready) uses too: a series it names has a slot to claim.
+--
 -- The status test sits in the statement that locks the row, so a slot
 -- completed meanwhile is never acquired again: under READ COMMITTED the
 -- locked row is re-checked against the WHERE clause. The second LIMIT
@@ -71,8 +75,7 @@ expired AS (
         generation, owner AS held_owner
     FROM {{.schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
-      AND lease_until < now() - {{.grace}} * interval '1 microsecond'
-      AND pg_postmaster_start_time() < now() - {{.grace}} * interval '1 microsecond'
+      AND {{expired .grace}}
       AND tstzrange($4, $5) @> slot_start
       AND NOT (SELECT paused FROM ctl)
     ORDER BY lease_until
@@ -84,7 +87,7 @@ available AS (
         generation, NULL::uuid AS held_owner
     FROM {{.schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
-      AND (not_before IS NULL OR not_before <= clock_timestamp())
+      AND {{notWaiting}}
       AND slot_start >= {{.lo}} AND slot_start < {{.hi}}
       AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
       AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)

@@ -193,7 +193,7 @@ func runSeriesScale(ctx context.Context, e *env) ([]Row, error) {
 // setup says how both sides ran, for the first row's note.
 func (s *scaleScenario) setup() string {
 	return fmt.Sprintf("each side a process of its own, alone on a cluster of the bench's own with PostgreSQL's defaults; "+
-		"almanac: one %s series and locked-mode job per tenant through Client.Series + Register + Start, default Options (Concurrency %d), pool of %d; "+
+		"almanac: one %s series (built by slot.NewSeries) and locked-mode job per tenant through Register + Start, default Options (Concurrency %d), pool of %d; "+
 		"River: one periodic job per tenant at every %s boundary (RunOnStart false), MaxWorkers %d, defaults otherwise, pool of %d; "+
 		"one start-up per side; at rest: %.0f s windows ending %.1f s before a boundary, a median over %d boundaries; %s",
 		s.sz.interval, scaleConcurrency, scalePoolConns, s.sz.interval, scaleRiverWorkers, scalePoolConns, s.sz.window.Seconds(), s.sz.guard.Seconds(), s.e.repeats, s.load)

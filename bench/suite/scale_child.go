@@ -23,6 +23,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/almanacdev/almanac"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // The series-scale scenario measures a process of its own, so that its
@@ -272,13 +273,18 @@ func (c *scaleChild) declareAlmanac(ctx context.Context, progress func(int)) (*a
 	return client, registerAlmanac(ctx, client, c.cfg.Tenants, c.cfg.Interval, handler, progress)
 }
 
-// registerAlmanac declares one series and one job per tenant the way a
-// multi-tenant program does with today's API: Client.Series, then
-// Client.Register, for each. It is the one place to change when a bulk
-// way to declare many series and jobs exists.
-func registerAlmanac(ctx context.Context, client *almanac.Client, tenants int, interval string, h almanac.Handler, progress func(int)) error {
+// registerAlmanac declares one series and one job per tenant without a
+// round trip per tenant: each grid is built in the process (slot.NewSeries,
+// what Client.Series builds before it registers), and Start registers them
+// all at once (a Job's series is registered when the client starts, if it
+// is not yet).
+func registerAlmanac(_ context.Context, client *almanac.Client, tenants int, interval string, h almanac.Handler, progress func(int)) error {
+	iv, err := slot.ParseInterval(interval)
+	if err != nil {
+		return err
+	}
 	for i := range tenants {
-		s, err := client.Series(ctx, tenantName(i), interval, almanac.SeriesOptions{})
+		s, err := slot.NewSeries(tenantName(i), iv, time.UTC, time.Time{})
 		if err != nil {
 			return err
 		}

@@ -88,13 +88,7 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 	if tag.RowsAffected() == 1 {
 		return def, true, nil
 	}
-	have := def.Grid
-	if have.Location().String() != grid.Location().String() || !have.Origin().Equal(grid.Origin()) {
-		return def, false, fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
-			ErrSeriesConflict, grid.Name(), grid.Interval(), have.Location(), slot.FormatTime(have.Origin()),
-			grid.Location(), slot.FormatTime(grid.Origin()))
-	}
-	return def, false, nil
+	return def, false, sameGrid(def.Grid, grid)
 }
 
 const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0),
@@ -300,4 +294,94 @@ func parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, 
 		return slot.Series{}, fmt.Errorf("stored series %q %q is unusable: %w", name, intervalText, err)
 	}
 	return grid, nil
+}
+
+// AddMany registers the series of grids with two statements, whatever
+// their number: an INSERT of them all that leaves registered ones alone,
+// and a SELECT of their definitions. It returns the definitions in the
+// order of grids. A series registered with another zone or origin is an
+// error wrapping ErrSeriesConflict (the first one found); a name that fails
+// input.CheckName is refused before anything is written. Transient faults
+// are retried.
+func AddMany(ctx context.Context, q Querier, schema string, grids []slot.Series) ([]Definition, error) {
+	n := len(grids)
+	names, intervals, zones, origins := make([]string, n), make([]string, n), make([]string, n), make([]time.Time, n)
+	for i, g := range grids {
+		if err := input.CheckName(g.Name()); err != nil {
+			return nil, err
+		}
+		names[i], intervals[i], zones[i], origins[i] = g.Name(), g.Interval().String(), g.Location().String(), g.Origin()
+	}
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		_, err := q.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+		ON CONFLICT (name, "interval") DO NOTHING`, schema), names, intervals, zones, origins)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	defs, err := query(ctx, q, false, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
+		WHERE (name, "interval") IN (SELECT * FROM unnest($1::text[], $2::text[]))`, schema), names, intervals)
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[[2]string]Definition, len(defs))
+	for _, d := range defs {
+		byKey[[2]string{d.Grid.Name(), d.Grid.Interval().String()}] = d
+	}
+	out := make([]Definition, n)
+	for i, g := range grids {
+		d, ok := byKey[[2]string{names[i], intervals[i]}]
+		if !ok {
+			// Deleted between the two statements.
+			return nil, fmt.Errorf("%w: %q with interval %s", ErrUnknownSeries, names[i], intervals[i])
+		}
+		if err := sameGrid(d.Grid, g); err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// sameGrid returns an error wrapping ErrSeriesConflict if grid does not
+// have the zone and origin of have, the registered grid.
+func sameGrid(have, grid slot.Series) error {
+	if have.Location().String() != grid.Location().String() || !have.Origin().Equal(grid.Origin()) {
+		return fmt.Errorf("%w: %s %s is registered with zone %s and origin %s, not zone %s and origin %s",
+			ErrSeriesConflict, grid.Name(), grid.Interval(), have.Location(), slot.FormatTime(have.Origin()),
+			grid.Location(), slot.FormatTime(grid.Origin()))
+	}
+	return nil
+}
+
+// knownKey is the context key of WithKnown.
+type knownKey struct{}
+
+// WithKnown returns ctx carrying definitions a caller has just read (from
+// AddMany), so that opening a queue or a coverage client for one of them
+// (Known) reads nothing more: the engine opens thousands at once.
+func WithKnown(ctx context.Context, defs []Definition) context.Context {
+	m := make(map[[2]string]Definition, len(defs))
+	for _, d := range defs {
+		m[[2]string{d.Grid.Name(), d.Grid.Interval().String()}] = d
+	}
+	return context.WithValue(ctx, knownKey{}, m)
+}
+
+// Known returns the definition of (name, interval) that ctx carries
+// (WithKnown), if it carries one.
+func Known(ctx context.Context, name string, interval slot.Interval) (Definition, bool) {
+	m, _ := ctx.Value(knownKey{}).(map[[2]string]Definition)
+	d, ok := m[[2]string{name, interval.String()}]
+	return d, ok
+}
+
+// Lookup returns the definition ctx carries (Known), or reads it (Get).
+func Lookup(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (Definition, error) {
+	if d, ok := Known(ctx, name, interval); ok {
+		return d, nil
+	}
+	return Get(ctx, q, schema, name, interval)
 }

@@ -1,0 +1,93 @@
+package almanac
+
+import "slices"
+
+// runQueue holds the jobs that have work and a free worker slot, so that
+// the dispatcher's pick costs O(1) amortized instead of a pass over every
+// job: at a boundary where thousands of series each have a slot due, a
+// pass per pick made the dispatch quadratic in the series.
+//
+// It keeps the order pick promises: the highest Priority first, then the
+// fewest running workers, then the order the jobs got work in (first come,
+// first served, so that no series waits behind others that keep getting
+// work). Jobs are queued in the bucket of their priority and running
+// count; an entry whose job has since changed bucket, run out of work or
+// reached its limit is stale and dropped when met. Guarded by engine.mu.
+type runQueue struct {
+	levels     map[int]*runLevel
+	priorities []int // the levels' priorities, highest first
+}
+
+// runLevel is the jobs of one priority, by running count.
+type runLevel struct {
+	byRunning []fifo
+}
+
+// fifo is a queue of jobs with the running count each was queued at.
+type fifo struct {
+	entries []queued
+	head    int
+}
+
+type queued struct {
+	j       *job
+	running int
+}
+
+// notQueued is job.queuedAt of a job not in the run queue.
+const notQueued = -1
+
+// push queues j in the bucket of its priority and running count, unless it
+// is queued there already, has no work or is at its limit.
+func (q *runQueue) push(j *job) {
+	if !j.hasWork || j.running >= j.limit || j.queuedAt == j.running {
+		return
+	}
+	if q.levels == nil {
+		q.levels = map[int]*runLevel{}
+	}
+	l := q.levels[j.Priority]
+	if l == nil {
+		l = &runLevel{}
+		q.levels[j.Priority] = l
+		q.priorities = append(q.priorities, j.Priority)
+		slices.SortFunc(q.priorities, func(a, b int) int { return b - a })
+	}
+	for len(l.byRunning) <= j.running {
+		l.byRunning = append(l.byRunning, fifo{})
+	}
+	f := &l.byRunning[j.running]
+	f.entries = append(f.entries, queued{j, j.running})
+	j.queuedAt = j.running
+}
+
+// pop removes and returns the job pick chooses, or nil if no job has work
+// and a free worker slot.
+func (q *runQueue) pop() *job {
+	for _, p := range q.priorities {
+		l := q.levels[p]
+		for r := range l.byRunning {
+			f := &l.byRunning[r]
+			for f.head < len(f.entries) {
+				e := f.entries[f.head]
+				f.entries[f.head] = queued{}
+				f.head++
+				if f.head == len(f.entries) {
+					f.entries, f.head = f.entries[:0], 0
+				} else if f.head > 1024 && f.head*2 > len(f.entries) {
+					f.entries, f.head = append(f.entries[:0], f.entries[f.head:]...), 0
+				}
+				j := e.j
+				if j.queuedAt != e.running || j.running != e.running {
+					continue // stale: queued again elsewhere, or its count changed
+				}
+				j.queuedAt = notQueued
+				if !j.hasWork || j.running >= j.limit {
+					continue
+				}
+				return j
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package almanac
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRunQueueOrder: pick takes the highest priority first, then the job
+// with the fewest running workers, then the one that got work first; a job
+// at its limit or without work is not taken, and a job is never handed out
+// twice for one queueing.
+func TestRunQueueOrder(t *testing.T) {
+	e := &engine{opts: Options{Concurrency: 100}}
+	mk := func(name string, priority, limit int) *job {
+		j := &job{limit: limit, queuedAt: notQueued}
+		j.Priority = priority
+		j.Series = series(t, name, "PT1M")
+		return j
+	}
+	a, b, c, hi := mk("a", 0, 2), mk("b", 0, 2), mk("c", 0, 1), mk("hi", 1, 1)
+	give := func(j *job) {
+		j.hasWork = true
+		e.ready.push(j)
+	}
+	take := func() string {
+		j := e.pick()
+		if j == nil {
+			return ""
+		}
+		j.running++
+		e.running++
+		e.ready.push(j)
+		return j.Series.Name()
+	}
+	give(b)
+	give(a)
+	give(c)
+	give(hi)
+	give(a) // queued already: no second entry
+	// hi first (priority), then b, a, c in the order they got work (all
+	// idle), then b and a again, in the order they were queued with one
+	// worker each (c is at its limit).
+	var order []string
+	for name := take(); name != ""; name = take() {
+		order = append(order, name)
+	}
+	require.Equal(t, []string{"hi", "b", "a", "c", "b", "a"}, order)
+
+	// A worker of c ends with no more work: c is not taken again; a worker
+	// of a ends while a still has work: a goes before b, which runs two.
+	c.running--
+	c.hasWork = false
+	e.ready.push(c)
+	a.running--
+	e.ready.push(a)
+	require.Equal(t, "a", take())
+	require.Equal(t, "", take())
+
+	// Many jobs with one slot each: every one is taken once, in the order
+	// they got work.
+	e = &engine{opts: Options{Concurrency: 1 << 20}}
+	var want, got []string
+	for i := range 1000 {
+		j := mk(fmt.Sprintf("s%04d", i), 0, 10)
+		give(j)
+		want = append(want, j.Series.Name())
+	}
+	for range 1000 {
+		j := e.pick()
+		require.NotNil(t, j)
+		got = append(got, j.Series.Name())
+		j.hasWork = false // its one slot
+	}
+	require.Equal(t, want, got)
+	require.Nil(t, e.pick())
+}
