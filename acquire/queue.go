@@ -256,7 +256,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if q.to.IsZero() {
 		q.to = slot.MaxTime()
 	}
-	q.capped(ctx, pool) // the first claims know whether the series has a cap
+	// The first claims know whether the series has a cap: the definition
+	// just read says (a caller that read many at once passes them in ctx,
+	// so opening many queues costs no statement each).
+	q.cap.capped, q.cap.at = def.MaxInFlight > 0, time.Now()
 	return q, nil
 }
 
