@@ -65,7 +65,7 @@ func durationErr(flag string) func(string) error {
 func originErr(v string) error {
 	o, err := slot.ParseTime(v, time.UTC)
 	if err == nil {
-		_, err = slot.NewSeries("x", slot.MustParseInterval("P1D"), time.UTC, o)
+		_, err = slot.NewSeries("x", mustInterval("P1D"), time.UTC, o)
 	}
 	return err
 }
