@@ -63,6 +63,11 @@ type SeriesInfo struct {
 	// paused it and why.
 	PausedAt               time.Time
 	PausedBy, PausedReason string
+	// After lists the series this one depends on (SeriesOptions.After),
+	// ordered by name and interval; the series that depend on it are
+	// those whose After names it (ListSeries). LookupSeries, ListSeries
+	// and SetSeries fill it; the other calls leave it nil.
+	After []Series
 	// CreatedAt is when the series was registered (database clock).
 	CreatedAt time.Time
 	// Err is set by ListSeries, and Series is zero, when the stored row
@@ -104,35 +109,6 @@ func (c *Client) Series(ctx context.Context, name, interval string, opts SeriesO
 	return info.Series, nil
 }
 
-// Dependencies returns the series s depends on (after, its upstream:
-// SeriesOptions.After) and those that depend on it (before), each ordered
-// by name and interval. A series not registered is an error wrapping
-// ErrUnknownSeries.
-func (c *Client) Dependencies(ctx context.Context, s Series) (after, before []SeriesInfo, err error) {
-	ctx = c.call(ctx)
-	if err := c.checkPool(ctx); err != nil {
-		return nil, nil, err
-	}
-	if _, err := seriesdb.Get(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval()); err != nil {
-		return nil, nil, err
-	}
-	ups, err := seriesdb.After(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval())
-	if err != nil {
-		return nil, nil, err
-	}
-	downs, err := seriesdb.Before(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval())
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, d := range ups {
-		after = append(after, seriesInfo(d))
-	}
-	for _, d := range downs {
-		before = append(before, seriesInfo(d))
-	}
-	return after, before, nil
-}
-
 // SetSeries replaces the controls of the registered series s with those of
 // opts (Lag, MaxInFlight, After; a zero value clears one) and returns the
 // series as stored then; opts.TimeZone and opts.Origin are ignored (a grid
@@ -153,7 +129,10 @@ func (c *Client) SetSeries(ctx context.Context, s Series, opts SeriesOptions) (S
 		return SeriesInfo{}, err
 	}
 	def, err := seriesdb.Set(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval(), seriesdb.Settings{Lag: &opts.Lag, MaxInFlight: &opts.MaxInFlight})
-	return seriesInfo(def), err
+	if err != nil {
+		return seriesInfo(def), err
+	}
+	return c.withAfter(ctx, seriesInfo(def))
 }
 
 // Pause pauses the registered series s for every process: from the
@@ -269,7 +248,19 @@ func (c *Client) LookupSeries(ctx context.Context, name, interval string) (Serie
 		return SeriesInfo{}, err
 	}
 	def, err := seriesdb.Get(ctx, c.pool, c.opts.Schema, name, iv)
-	return seriesInfo(def), err
+	if err != nil {
+		return seriesInfo(def), err
+	}
+	return c.withAfter(ctx, seriesInfo(def))
+}
+
+// withAfter fills info.After from the stored dependencies.
+func (c *Client) withAfter(ctx context.Context, info SeriesInfo) (SeriesInfo, error) {
+	ups, err := seriesdb.After(ctx, c.pool, c.opts.Schema, info.Series.Name(), info.Series.Interval())
+	for _, u := range ups {
+		info.After = append(info.After, u.Grid)
+	}
+	return info, err
 }
 
 // ListSeries returns every registered series, ordered by name and interval.
@@ -281,11 +272,32 @@ func (c *Client) ListSeries(ctx context.Context) ([]SeriesInfo, error) {
 		return nil, err
 	}
 	defs, err := seriesdb.List(ctx, c.pool, c.opts.Schema)
+	if err != nil {
+		return nil, err
+	}
+	edges, err := seriesdb.Edges(ctx, c.pool, c.opts.Schema)
+	if err != nil {
+		return nil, err
+	}
+	grids := make(map[[2]string]Series, len(defs))
+	for _, d := range defs {
+		if d.Err == nil {
+			grids[[2]string{d.Grid.Name(), d.Grid.Interval().String()}] = d.Grid
+		}
+	}
 	out := make([]SeriesInfo, len(defs))
 	for i, d := range defs {
 		out[i] = seriesInfo(d)
+		if d.Err != nil {
+			continue
+		}
+		for _, up := range edges[[2]string{d.Grid.Name(), d.Grid.Interval().String()}] {
+			if g, ok := grids[up]; ok {
+				out[i].After = append(out[i].After, g)
+			}
+		}
 	}
-	return out, err
+	return out, nil
 }
 
 func seriesInfo(d seriesdb.Definition) SeriesInfo {

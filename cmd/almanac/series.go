@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -298,16 +299,31 @@ re-open upstream re-opens them. Also shows the series that depend on it.`,
 			if err != nil {
 				return err
 			}
-			after, before, err := c.Dependencies(cmd.Context(), grid)
+			infos, err := c.ListSeries(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("series deps: %w", err)
 			}
 			out := depsJSON{Name: grid.Name(), Interval: grid.Interval().String(), After: []seriesJSON{}, Before: []seriesJSON{}}
-			for _, d := range after {
-				out.After = append(out.After, toSeriesJSON(d))
+			same := func(s almanac.Series) bool { return s.Name() == grid.Name() && s.Interval() == grid.Interval() }
+			var after []almanac.Series
+			for _, d := range infos {
+				if d.Err == nil && same(d.Series) {
+					after = d.After
+				}
 			}
-			for _, d := range before {
-				out.Before = append(out.Before, toSeriesJSON(d))
+			// ListSeries orders by name and interval: so are both lists.
+			for _, d := range infos {
+				if d.Err != nil {
+					continue
+				}
+				if slices.ContainsFunc(after, func(s almanac.Series) bool {
+					return s.Name() == d.Series.Name() && s.Interval() == d.Series.Interval()
+				}) {
+					out.After = append(out.After, toSeriesJSON(d))
+				}
+				if slices.ContainsFunc(d.After, same) {
+					out.Before = append(out.Before, toSeriesJSON(d))
+				}
 			}
 			if a.json {
 				return a.printJSON(out)
@@ -403,14 +419,7 @@ every process working on the series obeys the new values from its next claim.
 			if err != nil {
 				return fmt.Errorf("series set: %w", err)
 			}
-			ups, _, err := c.Dependencies(cmd.Context(), info.Series)
-			if err != nil {
-				return fmt.Errorf("series set: %w", err)
-			}
-			opts := almanac.SeriesOptions{Lag: info.Lag, MaxInFlight: info.MaxInFlight}
-			for _, u := range ups {
-				opts.After = append(opts.After, u.Series)
-			}
+			opts := almanac.SeriesOptions{Lag: info.Lag, MaxInFlight: info.MaxInFlight, After: info.After}
 			if cmd.Flags().Changed("lag") {
 				opts.Lag = lagValue
 			}

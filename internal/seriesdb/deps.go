@@ -94,10 +94,24 @@ func After(ctx context.Context, q Querier, schema, name string, interval slot.In
 		ORDER BY name, "interval"`, schema), name, interval.String())
 }
 
-// Before returns the series that depend on (name, interval), ordered by
-// name and interval. Transient faults are retried.
-func Before(ctx context.Context, q Querier, schema, name string, interval slot.Interval) ([]Definition, error) {
-	return query(ctx, q, false, sqlschema.Render(`SELECT `+selectColumns+` FROM {{schema}}.series
-		WHERE (name, "interval") IN (SELECT name, "interval" FROM {{schema}}.series_dependency WHERE up_name = $1 AND up_interval = $2)
-		ORDER BY name, "interval"`, schema), name, interval.String())
+// Edges returns every dependency: for each downstream series (name,
+// interval text), its upstream series, ordered by name and interval.
+// Transient faults are retried.
+func Edges(ctx context.Context, q Querier, schema string) (map[[2]string][][2]string, error) {
+	var out map[[2]string][][2]string
+	err := retry.Do(ctx, func(ctx context.Context) error {
+		out = map[[2]string][][2]string{}
+		rows, err := q.Query(ctx, sqlschema.Render(`SELECT name, "interval", up_name, up_interval FROM {{schema}}.series_dependency
+			ORDER BY name, "interval", up_name, up_interval`, schema))
+		if err != nil {
+			return err
+		}
+		var down, up [2]string
+		_, err = pgx.ForEachRow(rows, []any{&down[0], &down[1], &up[0], &up[1]}, func() error {
+			out[down] = append(out[down], up)
+			return nil
+		})
+		return err
+	})
+	return out, err
 }
