@@ -58,7 +58,7 @@
 -- included (held slots finish; their holders' writes need no claim), its
 -- cap (see capFree), and whether it depends on upstream series: a slot of
 -- such a series is due only once every upstream series finished its span
--- (upstream_done, migration 8). A series without dependencies pays one
+-- (upstream_done, migration 9). A series without dependencies pays one
 -- index probe per claim for that, not one per slot.
 ctl AS MATERIALIZED (
     SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag,
