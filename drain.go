@@ -25,7 +25,8 @@ type IncompleteError struct {
 	// not waited for.
 	Failed, Parked int64
 	// Ready counts slots that could have been worked, Held those that other
-	// workers held: both are left only when the context ended first.
+	// workers held: both are left only when the context ended first, or,
+	// for Ready, when the series is paused (see Client.Pause).
 	Ready, Held int64
 	// Cause is why Drain stopped waiting: the context's error, or nil.
 	Cause error
@@ -219,7 +220,7 @@ func (e *engine) drain(ctx context.Context) (Summary, error) {
 		return copySummary(), nil
 	}
 	return copySummary(), &IncompleteError{Failed: left.soon + left.backoff, Parked: left.parked,
-		Ready: left.ready + left.expired, Held: left.held, Cause: err}
+		Ready: left.ready + left.expired + left.paused, Held: left.held, Cause: err}
 }
 
 // scope is the range of one job's slots a drain covers.
@@ -234,13 +235,17 @@ type scope struct {
 // ones in a longer backoff and the parked ones.
 type scopeState struct {
 	ready, expired, held, soon, backoff, parked int64
+	// paused counts the slots that would be ready or expired but for the
+	// series being paused, or for upstream slots not done yet: not waited
+	// for, left undone.
+	paused int64
 	// next is the time until the first held lease runs out or the first
 	// soon retry comes (database clock), 0 if none.
 	next time.Duration
 }
 
 func (st scopeState) open() int64 {
-	return st.ready + st.expired + st.held + st.soon + st.backoff + st.parked
+	return st.ready + st.expired + st.held + st.soon + st.backoff + st.parked + st.paused
 }
 
 // drainRetryWait is how far ahead a drain waits for a failed slot's retry:
@@ -258,22 +263,30 @@ const drainRetryWait = 5 * time.Second
 // IN (...)) was planned as a scan of the whole range: through the primary
 // key when the plan was generic, of the whole table when it was not.
 // TestDrainCountsOnlyOpenSlots counts the rows read.
-const scopeSQL = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t, clock_timestamp() + $6 * interval '1 microsecond' AS soon)
+const scopeSQL = `WITH now_ AS MATERIALIZED (SELECT clock_timestamp() AS t, clock_timestamp() + $6 * interval '1 microsecond' AS soon,
+    EXISTS (SELECT FROM {{schema}}.series c WHERE c.name = $1 AND c."interval" = $2 AND c.paused_at IS NOT NULL) AS paused)
 SELECT
     count(*) FILTER (WHERE status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t)
-        AND slot_end <= t - $5 * interval '1 microsecond'),
-    count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until < t),
+        AND slot_end <= t - greatest($5 * interval '1 microsecond',
+            (SELECT c.lag FROM {{schema}}.series c WHERE c.name = $1 AND c."interval" = $2))
+        AND NOT paused AND upstream_done),
+    count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until < t AND NOT paused),
     count(*) FILTER (WHERE status = 'ACQUIRED' AND lease_until >= t),
     count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon),
     count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before > soon AND not_before <> 'infinity'),
     count(*) FILTER (WHERE status = 'AVAILABLE' AND not_before = 'infinity'),
     coalesce(extract(epoch FROM least(
         min(lease_until - t) FILTER (WHERE status = 'ACQUIRED' AND lease_until >= t),
-        min(not_before - t) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon))), 0)
-FROM (SELECT status, slot_end, not_before, lease_until FROM {{schema}}.slot
+        min(not_before - t) FILTER (WHERE status = 'AVAILABLE' AND not_before > t AND not_before <= soon))), 0),
+    count(*) FILTER (WHERE paused AND (status = 'ACQUIRED' AND lease_until < t
+        OR status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t))
+        OR NOT paused AND NOT upstream_done AND status = 'AVAILABLE' AND (not_before IS NULL OR not_before <= t))
+FROM (SELECT status, slot_end, not_before, lease_until, NOT EXISTS (SELECT FROM {{schema}}.series_dependency d
+            WHERE d.name = $1 AND d."interval" = $2 AND NOT {{schema}}.upstream_done(d.up_name, d.up_interval, slot_start, slot_end)) AS upstream_done
+        FROM {{schema}}.slot
         WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE' AND slot_start >= $3 AND slot_start < $4
     UNION ALL
-    SELECT status, slot_end, not_before, lease_until FROM {{schema}}.slot
+    SELECT status, slot_end, not_before, lease_until, true FROM {{schema}}.slot
         WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED' AND tstzrange($3, $4) @> slot_start) s, now_`
 
 // scopesState adds up the state of every scope. Not-due AVAILABLE slots
@@ -290,7 +303,7 @@ func (e *engine) scopesState(ctx context.Context, scopes []scope) (scopeState, e
 		var next float64
 		err := retry.Do(ctx, func(ctx context.Context) error {
 			return e.pool.QueryRow(ctx, sql, sc.job.Series.Name(), sc.job.Series.Interval().String(), sc.from, sc.to,
-				sc.job.Lag.Microseconds(), drainRetryWait.Microseconds()).Scan(&st.ready, &st.expired, &st.held, &st.soon, &st.backoff, &st.parked, &next)
+				sc.job.Lag.Microseconds(), drainRetryWait.Microseconds()).Scan(&st.ready, &st.expired, &st.held, &st.soon, &st.backoff, &st.parked, &next, &st.paused)
 		})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return scopeState{}, err
@@ -301,6 +314,7 @@ func (e *engine) scopesState(ctx context.Context, scopes []scope) (scopeState, e
 		total.soon += st.soon
 		total.backoff += st.backoff
 		total.parked += st.parked
+		total.paused += st.paused
 		if d := time.Duration(next * float64(time.Second)); d > 0 && (total.next == 0 || d < total.next) {
 			total.next = d
 		}

@@ -24,7 +24,7 @@ import (
 
 func series(t *testing.T, name, interval string) slot.Series {
 	t.Helper()
-	s, err := slot.NewSeries(name, slot.MustParseInterval(interval), time.UTC, time.Time{})
+	s, err := slot.NewSeries(name, mustInterval(interval), time.UTC, time.Time{})
 	require.NoError(t, err)
 	return s
 }

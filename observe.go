@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/telemetry"
 	"github.com/almanacdev/almanac/slot"
@@ -49,9 +50,26 @@ func (c *Client) observeOpen() error {
 	if err != nil {
 		return err
 	}
+	paused, err := m.Int64ObservableGauge(telemetry.SeriesPaused, metric.WithUnit("{series}"),
+		metric.WithDescription("1 while the series is paused (Client.Pause, almanac series pause), else 0; series list and status say by whom and why."))
+	if err != nil {
+		return err
+	}
 	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, gaugeTimeout)
 		defer cancel()
+		defs, err := seriesdb.List(ctx, c.pool, c.opts.Schema)
+		if err != nil {
+			return fmt.Errorf("almanac: reading the series for the gauges: %w", err)
+		}
+		for _, d := range defs {
+			var v int64
+			if !d.PausedAt.IsZero() {
+				v = 1
+			}
+			o.ObserveInt64(paused, v, metric.WithAttributeSet(attribute.NewSet(
+				telemetry.AttrSeries.String(d.Grid.Name()), telemetry.AttrInterval.String(d.Grid.Interval().String()))))
+		}
 		rows, err := openSlots(ctx, c.pool, c.opts.Schema, gaugeLimit)
 		if err != nil {
 			return fmt.Errorf("almanac: reading the open slots for the gauges: %w", err)
@@ -62,7 +80,7 @@ func (c *Client) observeOpen() error {
 			o.ObserveFloat64(age, r.OldestAge, attrs)
 		}
 		return nil
-	}, open, age)
+	}, open, age, paused)
 	return err
 }
 

@@ -14,7 +14,7 @@ import (
 // no-op providers. It must not allocate for the log.
 func BenchmarkObserveSlot(b *testing.B) {
 	e := newEngine(nil, Options{}, nil)
-	grid, err := slot.NewSeries("bench", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})
+	grid, err := slot.NewSeries("bench", mustInterval("PT1M"), time.UTC, time.Time{})
 	if err != nil {
 		b.Fatal(err)
 	}

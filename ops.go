@@ -10,6 +10,8 @@ import (
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
+	"github.com/almanacdev/almanac/internal/retry"
+	"github.com/almanacdev/almanac/internal/seriesdb"
 )
 
 // Coverage operations. Each works on one registered series over a
@@ -66,12 +68,30 @@ const (
 )
 
 // Gaps returns the missing slots of [from, to) as maximal runs, in order.
+// Only due slots can be missing: the range is cut at the series' first slot
+// not due yet (its end plus the series' lag has not passed on the database
+// clock; see SeriesOptions.Lag), so a range in the future has no gaps.
 // Memory is O(gaps).
 func (c *Client) Gaps(ctx context.Context, s Series, from, to time.Time) ([]Gap, error) {
 	ctx = c.call(ctx)
 	cov, err := c.coverage(ctx, s)
 	if err != nil {
 		return nil, err
+	}
+	var at time.Time
+	err = retry.Do(ctx, func(ctx context.Context) (err error) {
+		at, err = seriesdb.DueAt(ctx, c.pool, c.opts.Schema, s.Name(), s.Interval())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	due := seriesdb.DueFrom(s, at)
+	if to.After(due) && !from.After(to) {
+		to = due
+		if from.After(due) {
+			to = from
+		}
 	}
 	var out []Gap
 	for g, err := range cov.Gaps(ctx, from, to) {

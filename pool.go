@@ -25,11 +25,9 @@ const (
 	// server's own goes through a pooler, taken to pool transactions (the
 	// mode that needs the most care).
 	PoolerAuto Pooler = iota
-	// PoolerNone: direct connections.
-	PoolerNone
-	// PoolerSession: a pooler that gives each client one server session for
-	// as long as it is connected. Everything works as on a direct
-	// connection.
+	// PoolerSession: direct connections, or a pooler that gives each
+	// client one server session for as long as it is connected (which
+	// works as a direct connection does).
 	PoolerSession
 	// PoolerTransaction: a pooler that hands server sessions out per
 	// transaction. Statements must not rely on named prepared statements
@@ -39,9 +37,9 @@ const (
 	PoolerTransaction
 )
 
-var poolerNames = [...]string{"auto", "none", "session", "transaction"}
+var poolerNames = [...]string{"auto", "session", "transaction"}
 
-// String returns auto, none, session or transaction.
+// String returns auto, session or transaction.
 func (p Pooler) String() string {
 	if p >= 0 && int(p) < len(poolerNames) {
 		return poolerNames[p]
@@ -141,7 +139,7 @@ func (c *Client) checkPool(ctx context.Context) error {
 		return nil
 	}
 	cfg := c.pool.Config().ConnConfig
-	if c.opts.Pooler == PoolerNone || c.opts.Pooler == PoolerSession || !pooler.NamesStatements(cfg) {
+	if c.opts.Pooler == PoolerSession || !pooler.NamesStatements(cfg) {
 		c.poolOK = true
 		return nil
 	}

@@ -156,8 +156,28 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, runtimePool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.slot_frontier WHERE name = 'backlog_report'`, schema)).Scan(&drawn))
 	require.Equal(t, 1, drawn, "the runtime role drew from the series' frontier")
 
+	// The series controls: a cap (locked-mode slots lock permit rows),
+	// pause and resume (series_event) and a dependency (the table locked
+	// while cycles are checked).
+	capped, err := c.Series(ctx, "capped_report", "PT1H", almanac.SeriesOptions{MaxInFlight: 2})
+	require.NoError(t, err)
+	_, err = c.Pause(ctx, capped, "maintenance")
+	require.NoError(t, err)
+	_, err = c.Resume(ctx, capped, "done")
+	require.NoError(t, err)
+	_, err = c.Materialize(ctx, capped, from, to, almanac.WriteOptions{})
+	require.NoError(t, err)
+	cq, err := acquire.New(ctx, runtimePool, capped, acquire.Options{Schema: schema})
+	require.NoError(t, err)
+	results, err := cq.RunBatch(ctx, 10, func(context.Context, pgx.Tx, acquire.Slot) error { return nil })
+	require.NoError(t, err)
+	require.Len(t, results, 2, "the cap admits 2 slots")
+	_, err = c.Series(ctx, "capped_rollup", "P1D", almanac.SeriesOptions{After: []almanac.Series{capped}})
+	require.NoError(t, err)
+
 	// The runtime role cannot rewrite the record: it cannot erase or alter
-	// history, record a version, or shorten the history's retention...
+	// history, record a version, shorten the history's retention or forge
+	// a cap's permits...
 	for _, sql := range []string{
 		`DELETE FROM {{schema}}.slot_event`,
 		`UPDATE {{schema}}.slot_event SET message = 'forged'`,
@@ -166,6 +186,14 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		`UPDATE {{schema}}.schema_migrations SET applied_at = now()`,
 		`DELETE FROM {{schema}}.schema_migrations WHERE version = 8`,
 		`UPDATE {{schema}}.settings SET history_retention = '1 microsecond'`,
+		`DELETE FROM {{schema}}.series_event`,
+		`UPDATE {{schema}}.series_event SET message = 'forged'`,
+		`TRUNCATE {{schema}}.series_event`,
+		`INSERT INTO {{schema}}.series_permit (name, "interval", k) VALUES ('capped_report', 'PT1H', 3)`,
+		`DELETE FROM {{schema}}.series_permit`,
+		`TRUNCATE {{schema}}.series_permit`,
+		`UPDATE {{schema}}.series_dependency SET up_name = 'leased_report'`,
+		`TRUNCATE {{schema}}.series_dependency`,
 	} {
 		_, err := runtimePool.Exec(ctx, sqlschema.Render(sql, schema))
 		requirePermissionDenied(t, err)

@@ -257,7 +257,7 @@ func TestPrepareIsConstantStatements(t *testing.T) {
 
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
-	other, err := slot.NewSeries("prep_007", slot.MustParseInterval("PT1M"), berlin, time.Time{})
+	other, err := slot.NewSeries("prep_007", mustInterval("PT1M"), berlin, time.Time{})
 	require.NoError(t, err)
 	e = newEngine(pool, Options{Schema: db.Schema}, nil)
 	require.NoError(t, e.add(Job{Series: series(t, "prep_new", "PT1M"), Handler: noop}))

@@ -13,7 +13,7 @@ func grid(t *testing.T, interval, zone string) slot.Series {
 	t.Helper()
 	loc, err := slot.LoadZone(zone)
 	require.NoError(t, err)
-	s, err := slot.NewSeries("job", slot.MustParseInterval(interval), loc, time.Time{})
+	s, err := slot.NewSeries("job", mustInterval(interval), loc, time.Time{})
 	require.NoError(t, err)
 	return s
 }

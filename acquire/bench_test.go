@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/almanacdev/almanac/internal/sqlschema"
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
@@ -104,6 +105,38 @@ func BenchmarkLockedBatch(b *testing.B) {
 // BenchmarkLease: lease mode, claims and completions of 100 at a time.
 func BenchmarkLease(b *testing.B) {
 	benchmarkMode(b, func(ctx context.Context, q *Queue) (int, error) {
+		leases, err := q.Claim(ctx, 100)
+		if err != nil || len(leases) == 0 {
+			return 0, err
+		}
+		_, err = q.CompleteMany(ctx, leases)
+		return len(leases), err
+	})
+}
+
+// withCap sets a cap no benchmark reaches on the fixture's series, so that
+// the capped benchmarks measure what admission costs, not throttling.
+func withCap(ctx context.Context, q *Queue) {
+	_, _ = q.pool.Exec(ctx, `UPDATE `+sqlschema.Quote(q.opts.Schema)+`.series SET max_in_flight = 100000`)
+}
+
+// BenchmarkLockedBatchCapped is BenchmarkLockedBatch on a series with a
+// cap (max_in_flight) it never reaches.
+func BenchmarkLockedBatchCapped(b *testing.B) {
+	var once sync.Once
+	benchmarkMode(b, func(ctx context.Context, q *Queue) (int, error) {
+		once.Do(func() { withCap(ctx, q); q.cap.at = time.Time{} })
+		results, err := q.RunBatch(ctx, 100, noop)
+		return len(results), err
+	})
+}
+
+// BenchmarkLeaseCapped is BenchmarkLease on a series with a cap it never
+// reaches.
+func BenchmarkLeaseCapped(b *testing.B) {
+	var once sync.Once
+	benchmarkMode(b, func(ctx context.Context, q *Queue) (int, error) {
+		once.Do(func() { withCap(ctx, q); q.cap.at = time.Time{} })
 		leases, err := q.Claim(ctx, 100)
 		if err != nil || len(leases) == 0 {
 			return 0, err

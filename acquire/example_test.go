@@ -30,7 +30,11 @@ func exampleSeries(ctx context.Context, pool *pgxpool.Pool, schema string) slot.
 	if err != nil {
 		panic(err)
 	}
-	grid, err := slot.NewSeries("hourly", slot.MustParseInterval("PT1H"), time.UTC, time.Time{})
+	hour, err := slot.ParseInterval("PT1H")
+	if err != nil {
+		panic(err)
+	}
+	grid, err := slot.NewSeries("hourly", hour, time.UTC, time.Time{})
 	if err != nil {
 		panic(err)
 	}

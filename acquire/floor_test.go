@@ -143,7 +143,7 @@ func TestFloorLockedNoSlotTwice(t *testing.T) {
 // the start of the range that finds slots behind them start them again
 // from what was taken.
 func TestFloorReservesEachSearchItsPart(t *testing.T) {
-	grid, err := slot.NewSeries("report", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})
+	grid, err := slot.NewSeries("report", mustInterval("PT1M"), time.UTC, time.Time{})
 	require.NoError(t, err)
 	at := func(i int) time.Time { return time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC) }
 	took := func(from, to int) []Slot {

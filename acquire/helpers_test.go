@@ -31,7 +31,7 @@ type fixture struct {
 func newFixture(t testing.TB, n int) *fixture {
 	t.Helper()
 	db := pgtest.New(t)
-	grid, err := slot.NewSeries("report", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})
+	grid, err := slot.NewSeries("report", mustInterval("PT1M"), time.UTC, time.Time{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, _, err = seriesdb.Add(ctx, db.Pool, db.Schema, grid)

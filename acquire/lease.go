@@ -247,10 +247,20 @@ func (q *Queue) claimIn(ctx context.Context, n int, lo, hi time.Time, takeovers 
 	from, to := q.expiredIn(takeovers)
 	var leases []*Lease
 	q.leases.claiming.RLock()
+	claim := q.sql.claim
+	capped := q.capped(ctx, q.pool)
+	if capped {
+		claim = q.sql.claimCapped
+	}
 	uncertain, err := q.write(ctx, func(b *pgx.Batch) {
 		leases = leases[:0]
 		sent := time.Now()
-		b.Queue(q.sql.claim, q.name, q.interval, n, from, to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds(),
+		if capped {
+			// Admissions to a series with a cap happen one at a time: the
+			// claim counts what is held once the lock is granted.
+			b.Queue(q.sql.lockSeries, q.name, q.interval)
+		}
+		b.Queue(claim, q.name, q.interval, n, from, to, q.opts.Owner, q.opts.LeaseTTL.Microseconds(), q.opts.Lag.Microseconds(),
 			q.opts.TakeoverGrace.Microseconds(), lo, hi).
 			Query(func(rows pgx.Rows) error {
 				var err error

@@ -34,7 +34,7 @@ func TestOutageLeavesLeasesToTheirHolders(t *testing.T) {
 	const schema = "almanac"
 	_, err = migrations.Up(ctx, pool, schema)
 	require.NoError(t, err)
-	grid, err := slot.NewSeries("report", slot.MustParseInterval("PT1M"), time.UTC, time.Time{})
+	grid, err := slot.NewSeries("report", mustInterval("PT1M"), time.UTC, time.Time{})
 	require.NoError(t, err)
 	_, _, err = seriesdb.Add(ctx, pool, schema, grid)
 	require.NoError(t, err)

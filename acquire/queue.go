@@ -157,6 +157,8 @@ type Queue struct {
 	// frontier the queue's share of the series' frontier.
 	floor    *floor
 	frontier frontier
+	// cap is whether the series has a cap, as last read (see capped).
+	cap capState
 
 	// merge writes completions together (Options.CompletionWindow); nil
 	// when each is written at once.
@@ -254,6 +256,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if q.to.IsZero() {
 		q.to = slot.MaxTime()
 	}
+	// The first claims know whether the series has a cap: the definition
+	// just read says (a caller that read many at once passes them in ctx,
+	// so opening many queues costs no statement each).
+	q.cap.capped, q.cap.at = def.MaxInFlight > 0, time.Now()
 	return q, nil
 }
 

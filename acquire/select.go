@@ -44,8 +44,21 @@ func (q *Queue) selectLocked(ctx context.Context, tx pgx.Tx, max int, lo time.Ti
 // and with takeovers expired leases of the whole range.
 func (q *Queue) selectLockedIn(ctx context.Context, tx pgx.Tx, max int, lo, hi time.Time, takeovers bool) ([]Slot, int64, error) {
 	from, to := q.expiredIn(takeovers)
-	rows, err := tx.Query(ctx, q.sql.selectLocked, q.name, q.interval, max, from, to, q.opts.Lag.Microseconds(),
-		q.opts.TakeoverGrace.Microseconds(), lo, hi)
+	query := func(sql string, extra ...any) ([]Slot, int64, error) {
+		return q.querySlots(ctx, tx, sql, max, from, to, lo, hi, extra...)
+	}
+	if q.capped(ctx, tx) {
+		return q.selectCapped(ctx, tx, query)
+	}
+	return query(q.sql.selectLocked)
+}
+
+// querySlots runs sql, select_locked.sql or its capped variant (which
+// takes extra, the count of permits held), in tx.
+func (q *Queue) querySlots(ctx context.Context, tx pgx.Tx, sql string, max int, from, to, lo, hi time.Time, extra ...any) ([]Slot, int64, error) {
+	args := append([]any{q.name, q.interval, max, from, to, q.opts.Lag.Microseconds(),
+		q.opts.TakeoverGrace.Microseconds(), lo, hi}, extra...)
+	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("select slots: %w", err)
 	}

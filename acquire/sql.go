@@ -51,7 +51,17 @@ type statements struct {
 	eject,
 	failOutOfBand,
 	draw,
-	lower string
+	lower,
+	// The variants for a series with a cap (see capped): claim and
+	// select slots admitting no more than the cap, after lockSeries; and
+	// the permits of locked mode.
+	claimCapped,
+	selectLockedCapped,
+	lockSeries,
+	takePermits,
+	countPermits,
+	readCap,
+	readCapValue string
 }
 
 // sqlFuncs are the functions the statements' templates call.
@@ -208,34 +218,51 @@ func renderStatements(schema string, newestFirst bool, deadMan time.Duration) st
 		"deadManMs":         deadMan.Milliseconds(),
 		"keepaliveIdle":     max(1, int(deadMan.Seconds()/2)),
 		"keepaliveInterval": max(1, int(deadMan.Seconds()/6)),
+		"capped":            false,
+		"permitsInline":     false,
 	}
-	r := func(name string) string {
-		var b strings.Builder
-		if err := sqlTemplates.ExecuteTemplate(&b, name+".sql", data); err != nil {
-			panic(err) // the templates are fixed, and every queue a test opens renders them all
-		}
-		return strings.TrimSpace(b.String())
-	}
+	// A capped lease claim counts the permits held itself; a capped
+	// locked-mode selection is given the count ($10, see selectCapped).
+	cappedClaim, cappedSelect := maps.Clone(data), maps.Clone(data)
+	cappedClaim["capped"], cappedClaim["permitsInline"] = true, true
+	cappedSelect["capped"] = true
+	r := func(name string) string { return render(name, data) }
 	return statements{
-		lockedBegin:    r("locked_begin"),
-		selectLocked:   r("select_locked"),
-		finishLocked:   r("finish_locked"),
-		finishOne:      r("finish_one"),
-		claim:          r("claim"),
-		extend:         r("extend"),
-		complete:       r("complete"),
-		completeTx:     r("complete_tx"),
-		completeMany:   r("complete_many"),
-		fail:           r("fail"),
-		skip:           r("skip"),
-		snooze:         r("snooze"),
-		release:        r("release"),
-		checkpoint:     r("checkpoint"),
-		landed:         r("landed"),
-		releaseOrphans: r("release_orphans"),
-		eject:          r("eject"),
-		failOutOfBand:  r("fail_out_of_band"),
-		draw:           r("draw"),
-		lower:          r("lower"),
+		claimCapped:        render("claim", cappedClaim),
+		selectLockedCapped: render("select_locked", cappedSelect),
+		countPermits:       r("count_permits"),
+		lockSeries:         r("lock_series"),
+		takePermits:        r("take_permits"),
+		readCap:            r("read_cap"),
+		readCapValue:       r("read_cap_value"),
+		lockedBegin:        r("locked_begin"),
+		selectLocked:       r("select_locked"),
+		finishLocked:       r("finish_locked"),
+		finishOne:          r("finish_one"),
+		claim:              r("claim"),
+		extend:             r("extend"),
+		complete:           r("complete"),
+		completeTx:         r("complete_tx"),
+		completeMany:       r("complete_many"),
+		fail:               r("fail"),
+		skip:               r("skip"),
+		snooze:             r("snooze"),
+		release:            r("release"),
+		checkpoint:         r("checkpoint"),
+		landed:             r("landed"),
+		releaseOrphans:     r("release_orphans"),
+		eject:              r("eject"),
+		failOutOfBand:      r("fail_out_of_band"),
+		draw:               r("draw"),
+		lower:              r("lower"),
 	}
+}
+
+// render renders the statement of the file name.sql with data.
+func render(name string, data map[string]any) string {
+	var b strings.Builder
+	if err := sqlTemplates.ExecuteTemplate(&b, name+".sql", data); err != nil {
+		panic(err) // the templates are fixed, and every queue a test opens renders them all
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -124,7 +124,7 @@ func TestRequireStatus(t *testing.T) {
 	msg = fatalOf(t, func(tb testing.TB) { almanactest.RequireStatus(tb, c, s, at(3), almanac.StatusComplete) })
 	require.Equal(t, `almanactest: slot 2026-03-01T03:00:00Z/PT1H of series hourly is MISSING, want COMPLETE`, msg)
 
-	other, err := slot.NewSeries("unregistered", slot.MustParseInterval("PT1H"), time.UTC, time.Time{})
+	other, err := slot.NewSeries("unregistered", mustInterval("PT1H"), time.UTC, time.Time{})
 	require.NoError(t, err)
 	msg = fatalOf(t, func(tb testing.TB) { almanactest.RequireStatus(tb, c, other, at(0), almanac.StatusComplete) })
 	require.Contains(t, msg, "almanactest: read the slot of series unregistered at 2026-03-01T00:00:00Z: ")

@@ -30,7 +30,8 @@ func Example() {
 	}
 
 	berlin, _ := slot.LoadZone("Europe/Berlin")
-	grid, _ := slot.NewSeries("billing", slot.MustParseInterval("P1D"), berlin, time.Time{})
+	day, _ := slot.ParseInterval("P1D")
+	grid, _ := slot.NewSeries("billing", day, berlin, time.Time{})
 	cov, err := coverage.New(ctx, pool, grid, coverage.Options{Schema: schema})
 	if err != nil {
 		panic(err)

@@ -38,7 +38,7 @@ var units = []struct {
 
 // HeatmapBucket is one cell of a heatmap: the slots starting in [Start, End) by
 // state. Slots = Complete + Skipped + Open + InFlight + Failed + Parked +
-// Missing.
+// Missing + NotDue.
 type HeatmapBucket struct {
 	// Start and End bound the bucket, in the series' zone.
 	Start, End time.Time
@@ -57,8 +57,11 @@ type HeatmapBucket struct {
 	Failed, Parked int64
 	// Missing are the grid's slots without a row: the gaps (compacted
 	// slots have no row but are not missing: they count as Complete or
-	// Skipped, as they were).
+	// Skipped, as they were). Only due slots can be missing.
 	Missing int64
+	// NotDue are the grid's slots without a row that are not due yet
+	// (its end plus the series' lag has not passed on the database clock): the future, not a gap.
+	NotDue int64
 }
 
 // Heatmap is the coverage of a range in buckets of one unit.
@@ -78,6 +81,10 @@ type Heatmap struct {
 	Buckets []HeatmapBucket
 	// Total sums the buckets; its Start and End are From and To.
 	Total HeatmapBucket
+	// Due is the start of the series' first slot not due yet (its end
+	// plus the series' lag has not passed on the database clock), in the
+	// series' zone.
+	Due time.Time
 	// OldestOpen is the start of the first slot not finished (open, in
 	// flight, failed or parked), zero if none; LastCompleted the
 	// latest completion time of the COMPLETE slots, stored or compacted,
@@ -134,6 +141,9 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 		if err != nil {
 			return err
 		}
+		if err := c.heatmapNotDue(ctx, tx, &h); err != nil {
+			return err
+		}
 		for _, s := range cs {
 			if s.status == statusSkip {
 				c.eachInBuckets(h.Buckets, s.span, func(b *HeatmapBucket, k int64) { b.Skipped += k })
@@ -150,7 +160,7 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 	h.Total = HeatmapBucket{Start: h.From, End: h.To}
 	for i := range h.Buckets {
 		b := &h.Buckets[i]
-		b.Complete = max(0, b.Slots-b.Missing-b.Skipped-b.Open-b.InFlight-b.Failed-b.Parked)
+		b.Complete = max(0, b.Slots-b.Missing-b.NotDue-b.Skipped-b.Open-b.InFlight-b.Failed-b.Parked)
 		h.Total.Slots += b.Slots
 		h.Total.Complete += b.Complete
 		h.Total.Skipped += b.Skipped
@@ -159,6 +169,7 @@ func (c *Client) Heatmap(ctx context.Context, from, to time.Time, buckets int) (
 		h.Total.Failed += b.Failed
 		h.Total.Parked += b.Parked
 		h.Total.Missing += b.Missing
+		h.Total.NotDue += b.NotDue
 	}
 	return h, nil
 }
@@ -200,6 +211,37 @@ func (c *Client) heatmapGapsAndRows(ctx context.Context, tx pgx.Tx, h *Heatmap, 
 		return nil
 	})
 	return err
+}
+
+// heatmapNotDue moves the missing slots of h's buckets that are not due
+// yet from Missing to NotDue: a gap search of the part of the range after
+// the due boundary, which is empty for a range in the past.
+func (c *Client) heatmapNotDue(ctx context.Context, tx pgx.Tx, h *Heatmap) error {
+	due, err := c.dueIn(ctx, tx)
+	if err != nil {
+		return err
+	}
+	h.Due = due
+	lo := maxTime(due, h.From)
+	if !lo.Before(h.To) {
+		return nil
+	}
+	n, err := c.grid.Count(lo, h.To)
+	if err != nil {
+		return err
+	}
+	gaps, err := c.missingIn(ctx, tx, part{lo, h.To, n})
+	if err != nil {
+		return err
+	}
+	for _, g := range gaps {
+		c.eachInBuckets(h.Buckets, span{g.Start, g.End}, func(b *HeatmapBucket, k int64) {
+			k = min(k, b.Missing)
+			b.Missing -= k
+			b.NotDue += k
+		})
+	}
+	return nil
 }
 
 // heatmapAllRows counts h's buckets by reading every row of its range:

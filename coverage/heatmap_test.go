@@ -72,7 +72,11 @@ func TestHeatmapYears(t *testing.T) {
 		require.Equal(t, unitYear, h.Unit)
 		require.LessOrEqual(t, len(h.Buckets), max)
 		require.Equal(t, int64(10806), h.Total.Slots)
-		require.Equal(t, h.Total.Slots, h.Total.Missing)
+		require.Equal(t, h.Total.Slots, h.Total.Missing+h.Total.NotDue)
+		// The slots after the due boundary are not due, not missing.
+		k, err := f.grid.Count(h.Due, to)
+		require.NoError(t, err)
+		require.Equal(t, k, h.Total.NotDue)
 	}
 }
 

@@ -41,7 +41,7 @@ func series(t testing.TB, name, interval, zone string, origin time.Time) slot.Se
 	t.Helper()
 	loc, err := slot.LoadZone(zone)
 	require.NoError(t, err)
-	s, err := slot.NewSeries(name, slot.MustParseInterval(interval), loc, origin)
+	s, err := slot.NewSeries(name, mustInterval(interval), loc, origin)
 	require.NoError(t, err)
 	return s
 }

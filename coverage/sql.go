@@ -25,6 +25,7 @@ type statements struct {
 	heatmapAllRows                         string
 	compact, compactCount, mergeCompacted  string
 	restore, restoreSlots, compactedCount  string
+	hasUpstream, waitingUpstream           string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -250,6 +251,18 @@ const openRows = `SELECT s.slot_start, s.status, s.not_before, s.lease_until, s.
 // Compaction keeps the rows of old ranges few.
 const lastCompleted = `(SELECT max(s.completed_at) FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'COMPLETE')`
 
+// hasUpstream says whether the series depends on upstream series.
+const hasUpstreamSQL = `SELECT EXISTS (SELECT FROM {{schema}}.series_dependency WHERE name = $1 AND "interval" = $2)`
+
+// waitingUpstreamSQL counts the AVAILABLE slots of [$3, $4), not in
+// backoff, that wait for an upstream series: some upstream has not
+// finished their span (upstream_done, migration 9). Only run for a series
+// with dependencies: it costs a check per open slot.
+const waitingUpstreamSQL = `SELECT count(*) FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'AVAILABLE'
+	AND (s.not_before IS NULL OR s.not_before <= clock_timestamp())
+	AND EXISTS (SELECT FROM {{schema}}.series_dependency d WHERE d.name = $1 AND d."interval" = $2
+		AND NOT {{schema}}.upstream_done(d.up_name, d.up_interval, s.slot_start, s.slot_end))`
+
 // openCounts counts the open slots of a range by state (openRows), the
 // SKIP ones from their partial index, and reads lastCompleted. It also
 // finds the open slot whose message was written last: only the open rows
@@ -401,5 +414,7 @@ func renderStatements(schema string) statements {
 		restore:             r(restoreSQL),
 		restoreSlots:        r(restoreSlotsSQL),
 		compactedCount:      r(compactedCountSQL),
+		hasUpstream:         r(hasUpstreamSQL),
+		waitingUpstream:     r(waitingUpstreamSQL),
 	}
 }

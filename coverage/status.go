@@ -21,6 +21,11 @@ type Counts struct {
 	// (not_before in the future, by the database clock); Parked those that
 	// gave up (not_before 'infinity').
 	Backoff, Parked int64
+	// WaitingUpstream counts the Available slots that wait for an upstream
+	// series (see almanac.SeriesOptions.After): some upstream slot
+	// overlapping them is not COMPLETE or SKIP yet, or has no row. 0 for a
+	// series without dependencies.
+	WaitingUpstream int64
 	// Acquired counts the slots held under a lease, LeaseExpired those of
 	// them whose lease ran out (their holder is gone or late; any worker may
 	// take them over).
@@ -61,11 +66,18 @@ type Status struct {
 	From, To time.Time
 	Slots    int64
 	Counts
-	// Missing is the number of slots without a row (compacted slots are
-	// not missing), in Gaps maximal runs; FirstMissing is the start of the
-	// first, zero if none.
+	// Missing is the number of due slots without a row (compacted slots
+	// are not missing), in Gaps maximal runs; FirstMissing is the start of
+	// the first, zero if none.
 	Missing, Gaps int64
 	FirstMissing  time.Time
+	// NotDue is the number of slots without a row that are not due yet
+	// (they start at or after Due): they are not missing, and no report
+	// fails on them.
+	NotDue int64
+	// Due is the start of the series' first slot not due yet when the
+	// status was read (its end plus the series' lag has not passed on the database clock), in the series' zone.
+	Due time.Time
 }
 
 // Covered returns the percentage of the range's slots that are finished
@@ -87,7 +99,7 @@ func (s Status) Covered() float64 {
 // compacted ranges (see Gaps), and COMPLETE ones are what is left of the
 // grid's slots:
 //
-//	Complete = Slots - Missing - open - SKIP
+//	Complete = Slots - Missing - NotDue - open - SKIP
 //
 // Compacted slots (see Compact) count as COMPLETE or SKIP, as they were.
 // The counts are of the grid's slots: a row whose start is not a boundary
@@ -119,6 +131,10 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	if err != nil {
 		return err
 	}
+	if st.Due, err = c.dueIn(ctx, tx); err != nil {
+		return err
+	}
+	gaps, st.NotDue = c.splitDue(gaps, st.Due)
 	for _, g := range gaps {
 		st.Missing += g.Slots
 	}
@@ -139,6 +155,15 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	if noted.Valid && status != nil {
 		n.LastNote = &Note{Start: c.inZone(noted), Status: *status, Parked: deref(parked), Message: deref(message), At: c.inZone(notedAt)}
 	}
+	var deps bool
+	if err := tx.QueryRow(ctx, c.sql.hasUpstream, c.name, c.interval).Scan(&deps); err != nil {
+		return err
+	}
+	if deps {
+		if err := tx.QueryRow(ctx, c.sql.waitingUpstream, planned(c.name, c.interval, from, to)...).Scan(&n.WaitingUpstream); err != nil {
+			return err
+		}
+	}
 	compacted, err := c.compactedIn(ctx, tx, from, to)
 	if err != nil {
 		return err
@@ -153,7 +178,7 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 			n.LastCompleted = s.completedAt.In(c.grid.Location())
 		}
 	}
-	n.Complete = max(0, st.Slots-st.Missing-n.Available-n.Backoff-n.Parked-n.Acquired-n.Skip)
+	n.Complete = max(0, st.Slots-st.Missing-st.NotDue-n.Available-n.Backoff-n.Parked-n.Acquired-n.Skip)
 	return nil
 }
 

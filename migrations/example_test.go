@@ -21,7 +21,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("applied every migration:", len(applied) == migrations.Latest())
+	fmt.Println("applied every migration:", len(applied) == len(migrations.All()))
 	again, err := migrations.Up(ctx, pool, schema)
 	if err != nil {
 		panic(err)

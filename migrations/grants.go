@@ -19,10 +19,13 @@ import (
 //     sidecar, may read and write rows (SELECT, INSERT, UPDATE, DELETE on
 //     the tables, USAGE and SELECT on the fencing sequence, EXECUTE on
 //     functions) and nothing else: it cannot create, alter or drop
-//     anything, nor rewrite the record: history (slot_event) is
-//     append-only for it (old events are pruned through the schema's
-//     prune_history function), and the version table and the schema's
-//     settings are read-only. It can still call Up (Client.Migrate) at
+//     anything, nor rewrite the record: history (slot_event and
+//     series_event) is append-only for it (old slot events are pruned
+//     through the schema's prune_history function), and the version table
+//     and the schema's settings are read-only. On the cap's permits
+//     (series_permit, created by a trigger) it may only read and lock
+//     rows, and on the dependencies (series_dependency) add, remove and
+//     lock the table, not update rows. It can still call Up (Client.Migrate) at
 //     every start, which only reads the version table when the schema is
 //     current.
 //
@@ -65,14 +68,25 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s;
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %[1]s TO %[2]s;
 
--- ... except what would let it rewrite the record: the history (slot_event)
--- is append-only for it, and the version table and the schema's settings
--- are read-only (migration 8 takes the same back from tables created under
--- the default privileges below).
+-- ... except what would let it rewrite the record: the history (slot_event,
+-- series_event) is append-only for it, and the version table and the
+-- schema's settings are read-only; the cap's permits (series_permit) it
+-- only reads and locks, and the dependencies (series_dependency) it adds,
+-- removes and locks (migrations 8 and 9 take the same back from tables
+-- created under the default privileges below).
 DO %[7]s
 BEGIN
     IF to_regclass(%[4]s) IS NOT NULL THEN
         REVOKE UPDATE, DELETE, TRUNCATE ON %[1]s.slot_event FROM %[2]s;
+    END IF;
+    IF to_regclass(%[8]s) IS NOT NULL THEN
+        REVOKE UPDATE, DELETE, TRUNCATE ON %[1]s.series_event FROM %[2]s;
+    END IF;
+    IF to_regclass(%[9]s) IS NOT NULL THEN
+        REVOKE INSERT, DELETE, TRUNCATE ON %[1]s.series_permit FROM %[2]s;
+    END IF;
+    IF to_regclass(%[10]s) IS NOT NULL THEN
+        REVOKE UPDATE, TRUNCATE ON %[1]s.series_dependency FROM %[2]s;
     END IF;
     IF to_regclass(%[5]s) IS NOT NULL THEN
         REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %[1]s.schema_migrations FROM %[2]s;
@@ -90,7 +104,8 @@ ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
     GRANT USAGE, SELECT ON SEQUENCES TO %[2]s;
 ALTER DEFAULT PRIVILEGES FOR ROLE %[3]s IN SCHEMA %[1]s
     GRANT EXECUTE ON FUNCTIONS TO %[2]s;
-`, s, r, m, literal(s+".slot_event"), literal(s+".schema_migrations"), literal(s+".settings"), dollarTag(s+r))
+`, s, r, m, literal(s+".slot_event"), literal(s+".schema_migrations"), literal(s+".settings"), dollarTag(s+r),
+		literal(s+".series_event"), literal(s+".series_permit"), literal(s+".series_dependency"))
 	return b.String(), nil
 }
 

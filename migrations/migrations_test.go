@@ -61,7 +61,7 @@ func TestUpDownStatus(t *testing.T) {
 	undone, err = migrations.Down(ctx, pool, schema, 0)
 	require.NoError(t, err)
 	require.Empty(t, undone)
-	_, err = migrations.Down(ctx, pool, schema, migrations.Latest()+1)
+	_, err = migrations.Down(ctx, pool, schema, len(migrations.All())+1)
 	require.Error(t, err)
 }
 

@@ -14,7 +14,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	days, err := slot.NewSeries("billing", slot.MustParseInterval("P1D"), berlin, time.Time{})
+	day, err := slot.ParseInterval("P1D")
+	if err != nil {
+		panic(err)
+	}
+	days, err := slot.NewSeries("billing", day, berlin, time.Time{})
 	if err != nil {
 		panic(err)
 	}
@@ -33,7 +37,11 @@ func Example() {
 // :20, :35 and :50.
 func ExampleSeries_Floor() {
 	origin := time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)
-	quarters, err := slot.NewSeries("meter", slot.MustParseInterval("PT15M"), time.UTC, origin)
+	quarter, err := slot.ParseInterval("PT15M")
+	if err != nil {
+		panic(err)
+	}
+	quarters, err := slot.NewSeries("meter", quarter, time.UTC, origin)
 	if err != nil {
 		panic(err)
 	}

@@ -55,7 +55,7 @@ func FuzzParseSlot(f *testing.F) {
 		f.Add(s, uint8(0), uint8(2))
 	}
 	f.Fuzz(func(t *testing.T, in string, z, i uint8) {
-		iv := slot.MustParseInterval(propertyIntervals[int(i)%len(propertyIntervals)])
+		iv := mustInterval(propertyIntervals[int(i)%len(propertyIntervals)])
 		s, err := slot.NewSeries("f", iv, fuzzZone(t, z), time.Time{})
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func FuzzGrid(f *testing.F) {
 	f.Add(uint8(9), uint8(13), int64(949276800000000), int64(1800000000000000), uint16(30))
 	f.Fuzz(func(t *testing.T, z, i uint8, originMicros, atMicros int64, slots uint16) {
 		const lo, hi = -62135510400000000, 253402128000000000 // minTime and maxTime in Unix µs
-		iv := slot.MustParseInterval(propertyIntervals[int(i)%len(propertyIntervals)])
+		iv := mustInterval(propertyIntervals[int(i)%len(propertyIntervals)])
 		var origin time.Time
 		if originMicros != 0 {
 			origin = time.UnixMicro(lo + mod(originMicros, hi-lo))

@@ -16,7 +16,7 @@ import (
 // such a name must stay usable (it can be listed, escaped, and worked on);
 // only registering new ones is refused.
 func TestSeriesLoadedWithInvisibleNames(t *testing.T) {
-	_, err := slot.NewSeries("report\u200b", slot.MustParseInterval("PT5M"), nil, time.Time{})
+	_, err := slot.NewSeries("report\u200b", mustInterval("PT5M"), nil, time.Time{})
 	require.NoError(t, err)
 }
 
@@ -40,14 +40,14 @@ func TestIntervalLongerThanTheLimit(t *testing.T) {
 // TestOriginWhoseFirstSlotDoesNotFit: an origin is refused when even its
 // first slot would end after maxTime.
 func TestOriginWhoseFirstSlotDoesNotFit(t *testing.T) {
-	yearly := slot.MustParseInterval("P1Y")
+	yearly := mustInterval("P1Y")
 	_, err := slot.NewSeries("x", yearly, nil, time.Date(9999, 6, 1, 0, 0, 0, 0, time.UTC))
 	require.ErrorIs(t, err, slot.ErrTime)
 	require.Contains(t, err.Error(), "9999-06-01T00:00:00Z")
 	require.Contains(t, err.Error(), "9999-12-31")
 	_, err = slot.NewSeries("x", yearly, nil, time.Date(9998, 12, 30, 0, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
-	_, err = slot.NewSeries("x", slot.MustParseInterval("P1000Y"), nil, time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC))
+	_, err = slot.NewSeries("x", mustInterval("P1000Y"), nil, time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC))
 	require.ErrorIs(t, err, slot.ErrTime)
 }
 

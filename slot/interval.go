@@ -112,16 +112,6 @@ func ParseInterval(text string) (Interval, error) {
 	return iv, nil
 }
 
-// MustParseInterval is like ParseInterval but panics on error. It is meant
-// for constants in programs and tests, such as MustParseInterval("PT5M").
-func MustParseInterval(text string) Interval {
-	iv, err := ParseInterval(text)
-	if err != nil {
-		panic(err)
-	}
-	return iv
-}
-
 // clockMicros converts the clock components to microseconds exactly: whole
 // components are multiplied as integers, and only a fraction (on the last
 // component) goes through floating point, where the binary rounding of a

@@ -68,12 +68,12 @@ func TestParseIntervalCanonical(t *testing.T) {
 func TestIntervalIdentity(t *testing.T) {
 	same := [][2]string{{"P7D", "P1W"}, {"P12M", "P1Y"}, {"PT60M", "PT1H"}, {"PT1.5H", "PT90M"}}
 	for _, p := range same {
-		require.Equal(t, slot.MustParseInterval(p[0]), slot.MustParseInterval(p[1]), "%s and %s", p[0], p[1])
+		require.Equal(t, mustInterval(p[0]), mustInterval(p[1]), "%s and %s", p[0], p[1])
 	}
 	// PostgreSQL's interval type equates these; almanac must not.
 	different := [][2]string{{"P1D", "PT24H"}, {"P1M", "P30D"}, {"P1Y", "P365D"}, {"P1W", "PT168H"}}
 	for _, p := range different {
-		require.NotEqual(t, slot.MustParseInterval(p[0]), slot.MustParseInterval(p[1]), "%s and %s", p[0], p[1])
+		require.NotEqual(t, mustInterval(p[0]), mustInterval(p[1]), "%s and %s", p[0], p[1])
 	}
 }
 
@@ -151,7 +151,7 @@ func TestIntervalText(t *testing.T) {
 	_, err = slot.Interval{}.MarshalText()
 	require.ErrorIs(t, err, slot.ErrInterval)
 	require.True(t, slot.Interval{}.IsZero())
-	require.Panics(t, func() { slot.MustParseInterval("nope") })
+	require.Panics(t, func() { mustInterval("nope") })
 }
 
 func FuzzParseInterval(f *testing.F) {

@@ -139,7 +139,7 @@ func TestGridProperties(t *testing.T) {
 	}
 	for i := 0; i < iterations; i++ {
 		loc := locs[rng.IntN(len(locs))]
-		iv := slot.MustParseInterval(propertyIntervals[rng.IntN(len(propertyIntervals))])
+		iv := mustInterval(propertyIntervals[rng.IntN(len(propertyIntervals))])
 		var origin time.Time
 		if rng.IntN(2) == 0 {
 			origin = time.UnixMicro(lo + rng.Int64N(hi-lo))
@@ -173,7 +173,7 @@ func TestGridAroundEveryTransition(t *testing.T) {
 	for zi, z := range trickyZones {
 		loc := zone(t, z)
 		for ii, ivText := range intervals {
-			s, err := slot.NewSeries("t", slot.MustParseInterval(ivText), loc, time.Time{})
+			s, err := slot.NewSeries("t", mustInterval(ivText), loc, time.Time{})
 			if err != nil {
 				t.Fatal(err)
 			}

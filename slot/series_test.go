@@ -29,7 +29,7 @@ func series(t testing.TB, interval, zoneName, origin string) slot.Series {
 		o, err = slot.ParseTime(origin, loc)
 		require.NoError(t, err)
 	}
-	s, err := slot.NewSeries("test", slot.MustParseInterval(interval), loc, o)
+	s, err := slot.NewSeries("test", mustInterval(interval), loc, o)
 	require.NoError(t, err)
 	return s
 }
@@ -363,7 +363,7 @@ func TestOriginAmbiguousReadingIsKept(t *testing.T) {
 	// exactly, although resolving that reading would give the first one.
 	loc := zone(t, "America/New_York")
 	origin := at(t, "2024-11-03T01:30:00-05:00", nil)
-	s, err := slot.NewSeries("x", slot.MustParseInterval("P1D"), loc, origin)
+	s, err := slot.NewSeries("x", mustInterval("P1D"), loc, origin)
 	require.NoError(t, err)
 	zero, err := s.Slot(0)
 	require.NoError(t, err)
@@ -376,7 +376,7 @@ func TestOriginAmbiguousReadingIsKept(t *testing.T) {
 }
 
 func TestNewSeriesRejects(t *testing.T) {
-	iv := slot.MustParseInterval("PT5M")
+	iv := mustInterval("PT5M")
 	for _, tt := range []struct {
 		name   string
 		iv     slot.Interval
@@ -432,7 +432,7 @@ func TestRangesAndLimits(t *testing.T) {
 
 	// The whole supported span at the shortest interval: counted in O(1)
 	// and far below the int64 limit.
-	tiny, err := slot.NewSeries("tiny", slot.MustParseInterval("PT0.000001S"), nil, time.Time{})
+	tiny, err := slot.NewSeries("tiny", mustInterval("PT0.000001S"), nil, time.Time{})
 	require.NoError(t, err)
 	n, err = tiny.Count(slot.MinTime(), slot.MaxTime())
 	require.NoError(t, err)

@@ -27,6 +27,9 @@ type summary struct {
 	Interval string `json:"interval"`
 	Zone     string `json:"zone"`
 	Query    string `json:"query"` // series=…&interval=…, for links
+	// Paused says since when the series is paused, by whom and why; empty
+	// when it is not.
+	Paused string `json:"paused,omitempty"`
 	// Href is the page's link to the series' calendar; html/template
 	// would escape the fragment's = and & otherwise.
 	Href  template.URL `json:"-"`
@@ -49,7 +52,7 @@ func (s *server) summaries(ctx context.Context, infos []almanac.SeriesInfo) (sum
 	for _, info := range infos {
 		g := info.Series
 		sm := summary{Name: g.Name(), Shown: input.PrintableName(g.Name()), Interval: g.Interval().String(),
-			Zone: g.Location().String(), Query: seriesQuery(g)}
+			Zone: g.Location().String(), Query: seriesQuery(g), Paused: pausedText(info)}
 		sm.Href = template.URL("#" + sm.Query) // built by url.Values.Encode: nothing to escape
 		from, to, ok, err := s.client.Extent(ctx, g)
 		if err != nil {
@@ -85,6 +88,19 @@ func usable(infos []almanac.SeriesInfo) (good []almanac.SeriesInfo, bad []string
 		good = append(good, info)
 	}
 	return good, bad
+}
+
+// pausedText says since when a series is paused, by whom and why, ""
+// when it is not.
+func pausedText(info almanac.SeriesInfo) string {
+	if info.PausedAt.IsZero() {
+		return ""
+	}
+	out := "paused since " + human(info.PausedAt.In(info.Series.Location())) + " by " + input.PrintableName(info.PausedBy)
+	if info.PausedReason != "" {
+		out += ": " + info.PausedReason
+	}
+	return out
 }
 
 func seriesQuery(g almanac.Series) string {

@@ -41,7 +41,7 @@ func TestAPI(t *testing.T) {
 	require.Equal(t, 200, getJSON(t, srv.URL+"/api/heatmap?series=orders&interval=PT1H", &h))
 	require.Equal(t, "slot", h.Unit)
 	require.Equal(t, map[string]int64{"slots": seedSlots, "complete": seedComplete, "skipped": seedSkipped, "open": seedOpen,
-		"inFlight": seedInFlight, "failed": seedFailed, "parked": seedParked, "missing": seedMissing}, h.Total)
+		"inFlight": seedInFlight, "failed": seedFailed, "parked": seedParked, "missing": seedMissing, "notDue": 0}, h.Total)
 	require.Len(t, h.Rows, 7)
 	require.Equal(t, "Sun 2026-03-29 (23 h)", h.Rows[3].Label)
 	require.Len(t, h.Rows[3].Cells, 23)

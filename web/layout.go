@@ -12,7 +12,8 @@ import (
 // The states a cell is drawn in, most urgent first: a cell takes the color
 // of the most urgent state among its slots, so one parked slot in a year of
 // completed ones still shows at the top level.
-var urgency = []string{"parked", "failed", "missing", "in-flight", "open", "skipped", "complete"}
+// Slots not due yet come last: the future is not a problem.
+var urgency = []string{"parked", "failed", "missing", "in-flight", "open", "skipped", "complete", "not-due"}
 
 // counts are a cell's slots by state, as the page's script reads them.
 type counts struct {
@@ -24,17 +25,18 @@ type counts struct {
 	Failed   int64 `json:"failed"`
 	Parked   int64 `json:"parked"`
 	Missing  int64 `json:"missing"`
+	NotDue   int64 `json:"notDue"`
 }
 
 func countsOf(b almanac.HeatmapBucket) counts {
 	return counts{Slots: b.Slots, Complete: b.Complete, Skipped: b.Skipped, Open: b.Open,
-		InFlight: b.InFlight, Failed: b.Failed, Parked: b.Parked, Missing: b.Missing}
+		InFlight: b.InFlight, Failed: b.Failed, Parked: b.Parked, Missing: b.Missing, NotDue: b.NotDue}
 }
 
 // state returns the most urgent state present, "none" for a cell without
 // slots.
 func (c counts) state() string {
-	for i, n := range []int64{c.Parked, c.Failed, c.Missing, c.InFlight, c.Open, c.Skipped, c.Complete} {
+	for i, n := range []int64{c.Parked, c.Failed, c.Missing, c.InFlight, c.Open, c.Skipped, c.Complete, c.NotDue} {
 		if n > 0 {
 			return urgency[i]
 		}

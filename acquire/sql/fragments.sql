@@ -8,8 +8,8 @@
 -- longest), then AVAILABLE slots that are due and not in backoff, in slot
 -- order, from the part [.lo, .hi) of the range (see floor). A slot is due
 -- once slot_end + lag has passed on the database clock, whatever the
--- worker's clock says; .lag is the parameter holding the lag in
--- microseconds. An expired lease is taken over once it has been expired for
+-- worker's clock says; .lag is the parameter holding the job's lag in
+-- microseconds, and the series' stored lag, when larger, wins (ctl). An expired lease is taken over once it has been expired for
 -- .grace microseconds (Policy.TakeoverGrace), and the server up for as
 -- long: the database clock runs on while the server is down, and its
 -- holder, cut off meanwhile, may be waiting to record the outcome of work
@@ -51,6 +51,25 @@
 -- locked row is re-checked against the WHERE clause. The second LIMIT
 -- subtracts what the first found, so no extra row is locked: in locked mode
 -- a locked row stays locked for the whole job.
+-- ctl reads the series' controls from its row, once per statement: the
+-- lag, the larger of the job's (.lag) and the series' stored one (NULL,
+-- none stored, leaves the job's: greatest ignores NULLs), and whether the
+-- series is paused, in which case nothing is claimed, expired leases
+-- included (held slots finish; their holders' writes need no claim), its
+-- cap (see capFree), and whether it depends on upstream series: a slot of
+-- such a series is due only once every upstream series finished its span
+-- (upstream_done, migration 9). A series without dependencies pays one
+-- index probe per claim for that, not one per slot.
+ctl AS MATERIALIZED (
+    SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag,
+        coalesce(bool_or(c.paused_at IS NOT NULL), false) AS paused, max(c.max_in_flight) AS cap,
+        EXISTS (SELECT FROM {{.schema}}.series_dependency AS d WHERE d.name = $1 AND d."interval" = $2) AS deps
+    FROM {{.schema}}.series AS c
+    WHERE c.name = $1 AND c."interval" = $2
+),
+{{- if .permitsInline}}
+{{template "freePermits" .}}
+{{- end}}
 expired AS (
     SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
         generation, owner AS held_owner
@@ -58,6 +77,7 @@ expired AS (
     WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
       AND {{expired .grace}}
       AND tstzrange($4, $5) @> slot_start
+      AND NOT (SELECT paused FROM ctl)
     ORDER BY lease_until
     LIMIT $3
     FOR NO KEY UPDATE SKIP LOCKED
@@ -69,15 +89,51 @@ available AS (
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
       AND {{notWaiting}}
       AND slot_start >= {{.lo}} AND slot_start < {{.hi}}
-      AND slot_start < clock_timestamp() - {{.lag}} * interval '1 microsecond'
-      AND slot_end <= clock_timestamp() - {{.lag}} * interval '1 microsecond'
+      AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
+      AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)
+      AND NOT (SELECT paused FROM ctl)
+      AND (NOT (SELECT deps FROM ctl) OR NOT EXISTS (SELECT FROM {{.schema}}.series_dependency AS d
+          WHERE d.name = $1 AND d."interval" = $2 AND NOT {{.schema}}.upstream_done(d.up_name, d.up_interval, slot_start, slot_end)))
+{{- if .capped}}
+    ORDER BY slot_start {{.order}}
+    LIMIT least($3 - (SELECT count(*) FROM expired), coalesce({{template "capFree" .}}, $3))
+{{- else}}
+      AND (SELECT cap FROM ctl) IS NULL
     ORDER BY slot_start {{.order}}
     LIMIT $3 - (SELECT count(*) FROM expired)
+{{- end}}
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 picked AS (
     SELECT * FROM expired UNION ALL SELECT * FROM available
 )
+{{- end}}
+
+{{define "capFree"}}
+-- capFree is how many more slots the series' cap (max_in_flight) admits:
+-- the cap less the slots held, which are the ACQUIRED rows (leases,
+-- expired ones included, and locked-mode takeovers of them) and the
+-- permits locked-mode transactions hold. NULL without a cap. Only a
+-- statement that runs after the series row was locked (lock_series) may
+-- use it: the lock orders admissions, and this statement's snapshot,
+-- taken after the lock was granted, sees every admission before it.
+greatest(0, (SELECT cap FROM ctl)
+    - (SELECT count(*) FROM {{.schema}}.slot WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED')
+    - {{if .permitsInline}}((SELECT count(*) FROM {{.schema}}.series_permit
+          WHERE name = $1 AND "interval" = $2 AND k <= (SELECT cap FROM ctl))
+        - (SELECT count(*) FROM free_permits)){{else}}$10::bigint{{end}})
+{{- end}}
+
+{{define "freePermits"}}
+-- free_permits locks the series' permits no locked-mode transaction holds
+-- (a permit is a row of series_permit, held by a row lock for as long as
+-- the transaction that took it lasts), so that the held ones are the rest.
+-- A lease claim holds these locks only until it commits, a moment later.
+free_permits AS (
+    SELECT 1 FROM {{.schema}}.series_permit
+    WHERE name = $1 AND "interval" = $2 AND k <= (SELECT cap FROM ctl)
+    FOR UPDATE SKIP LOCKED
+),
 {{- end}}
 
 {{define "completed"}}

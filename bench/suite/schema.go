@@ -19,7 +19,13 @@ import (
 var origin = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // minute is the interval of every benchmark series.
-var minute = slot.MustParseInterval("PT1M")
+var minute = func() slot.Interval {
+	iv, err := slot.ParseInterval("PT1M")
+	if err != nil {
+		panic(err)
+	}
+	return iv
+}()
 
 // schema is a migrated schema of one scenario, dropped when it is done.
 type schema struct {

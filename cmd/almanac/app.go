@@ -266,7 +266,7 @@ Exit codes: 0 success; 1 the operation ran and found a problem; 2 bad input
 	flags.StringVar(&a.schema, "schema", "", "schema holding almanac's tables (default: $ALMANAC_SCHEMA, else "+sqlschema.Default+")")
 	flags.BoolVar(&a.json, "json", false, "print machine-readable JSON on stdout")
 	flags.StringVar(&a.poolerText, "pooler", "",
-		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none, session or transaction (default: $ALMANAC_POOLER, else auto)")
+		"whether the database URL goes through a connection pooler such as PgBouncer: auto (detect), none (direct), session or transaction (default: $ALMANAC_POOLER, else auto)")
 	flags.StringVar(&a.listenURL, "listen-url", "",
 		"a direct connection to the server for LISTEN, when --database-url goes through a pooler in transaction mode (default: $ALMANAC_LISTEN_URL)")
 	flags.StringVar(&a.logFormat, "log-format", "", "format of the log on stderr of the commands that log (almanac run, almanac serve) and of the final error: text or json (default: json with --json, else text)")

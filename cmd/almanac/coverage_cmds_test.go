@@ -96,19 +96,24 @@ func TestCoverageCommands(t *testing.T) {
 	requireOK(t, r)
 	require.Contains(t, r.stdout, "no gaps")
 
-	// status: the stored extent by default, or a range.
+	// status: the stored extent by default, to now (the first slot not
+	// due) when that is later, or a range.
 	st := decode[statusResult](t, cli(t, sensor("status")...))
 	require.Equal(t, "2026-03-01T02:00:00Z", *st.From)
-	require.Equal(t, "2026-03-02T00:00:00Z", *st.To)
-	require.Equal(t, statusResult{Name: "sensor", Interval: "PT5M", TimeZone: "UTC", From: st.From, To: st.To, Slots: 264,
-		Complete: 119, Available: 142, Backoff: 1, Parked: 1, Acquired: 1, CoveredPercent: float64(119) * 100 / 264,
+	require.NotNil(t, st.Due)
+	require.Equal(t, *st.Due, *st.To)
+	since := st.Slots - 264 // the due slots after the last stored one
+	require.Positive(t, since)
+	require.Equal(t, statusResult{Name: "sensor", Interval: "PT5M", TimeZone: "UTC", From: st.From, To: st.To, Slots: 264 + since,
+		Complete: 119, Available: 142, Backoff: 1, Parked: 1, Acquired: 1, CoveredPercent: float64(119) * 100 / float64(264+since),
+		Missing: since, Gaps: 1, FirstMissing: ptr("2026-03-02T00:00:00Z"), Due: st.Due,
 		OldestOpen: ptr("2026-03-01T06:00:00Z"), LastCompleted: st.LastCompleted}, st)
 	require.NotNil(t, st.LastCompleted)
 	st = decode[statusResult](t, cli(t, sensor("status", day...)...))
 	require.Equal(t, int64(24), st.Missing)
 	require.Equal(t, int64(1), st.Gaps)
 	require.Equal(t, "2026-03-01T00:00:00Z", *st.FirstMissing)
-	r = cli(t, "--schema", schema, "status", "sensor", "--interval", "PT5M")
+	r = cli(t, "--schema", schema, "status", "sensor", "--interval", "PT5M", "--from", "2026-03-01T02:00:00Z", "--to", "2026-03-02")
 	requireOK(t, r)
 	require.Contains(t, r.stdout, "covered         45.1 %")
 	empty := decode[statusResult](t, cli(t, "--schema", schema, "--json", "status", "billing", "--interval", "P1D"))

@@ -65,7 +65,7 @@ func durationErr(flag string) func(string) error {
 func originErr(v string) error {
 	o, err := slot.ParseTime(v, time.UTC)
 	if err == nil {
-		_, err = slot.NewSeries("x", slot.MustParseInterval("P1D"), time.UTC, o)
+		_, err = slot.NewSeries("x", mustInterval("P1D"), time.UTC, o)
 	}
 	return err
 }
@@ -241,7 +241,7 @@ var flagCases = []flagCase{
 	}, true},
 	{"migrate down --to", func(v string) []string { return []string{"migrate", "down", eq("to", v)} }, func(v string) error {
 		n, err := strconv.ParseInt(v, 0, 64) // as the flag package reads it
-		if err == nil && (n < 0 || n > int64(migrations.Latest())) {
+		if err == nil && (n < 0 || n > int64(len(migrations.All()))) {
 			err = errors.New("no such version")
 		}
 		return err

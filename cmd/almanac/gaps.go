@@ -26,6 +26,7 @@ type gapsResult struct {
 	rangeJSON
 	Slots       int64           `json:"slots"`
 	Missing     int64           `json:"missing"`
+	NotDue      int64           `json:"not_due"`
 	Gaps        []gapJSON       `json:"gaps"`
 	NotComplete notCompleteJSON `json:"not_complete"`
 }
@@ -38,8 +39,10 @@ func (a *app) gapsCommand() *cobra.Command {
 		Short: "List the missing slots of a range, as maximal runs, and the slots not complete",
 		Long: `List the slots of [--from, --to) that have no row, as maximal runs (a gap of
 24 PT5M slots is one line), then count the slots that exist but are not
-COMPLETE, by state. With --fail-on-gaps the command exits 1 when a slot is
-missing, for monitoring.
+COMPLETE, by state. Only due slots can be missing: a slot without a row whose
+end plus the series' lag (see series set --lag) has not passed on the database
+clock is counted as not due yet. With --fail-on-gaps the command exits 1 when
+a due slot is missing, for monitoring; a range in the future never fails.
 
 ` + rangeHelp,
 		Example: `  almanac gaps sensor_report --interval PT5M --from 2026-03-01 --to 2026-03-02
@@ -66,6 +69,7 @@ missing, for monitoring.
 				return fmt.Errorf("gaps: %w", err)
 			}
 			res.NotComplete = notCompleteJSON{n.Available, n.Backoff, n.Parked, n.Acquired, n.Skip}
+			res.NotDue = n.NotDue
 			if err := a.printGaps(res, describeRange(grid, from, to)); err != nil {
 				return err
 			}
@@ -84,9 +88,12 @@ func (a *app) printGaps(res gapsResult, what string) error {
 	if a.json {
 		return a.printJSON(res)
 	}
-	if len(res.Gaps) == 0 {
+	switch {
+	case len(res.Gaps) == 0 && res.NotDue > 0:
+		fmt.Fprintf(a.stdout, "no gaps: %s of %s %s; %s not due yet\n", plural(res.Slots-res.NotDue, "the 1 due slot", "all "+nouns(res.Slots-res.NotDue, "due slot", "due slots")), what, plural(res.Slots-res.NotDue, "exists", "exist"), num(res.NotDue))
+	case len(res.Gaps) == 0:
 		fmt.Fprintf(a.stdout, "no gaps: %s of %s %s\n", plural(res.Slots, "the 1 slot", "all "+nouns(res.Slots, "slot", "slots")), what, plural(res.Slots, "exists", "exist"))
-	} else {
+	default:
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "GAP START\tGAP END\tSLOTS")
 		for _, g := range res.Gaps {
@@ -96,6 +103,9 @@ func (a *app) printGaps(res gapsResult, what string) error {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "%s: %s of %s of %s missing\n", nouns(len(res.Gaps), "gap", "gaps"), num(res.Missing), nouns(res.Slots, "slot", "slots"), what)
+		if res.NotDue > 0 {
+			fmt.Fprintf(a.stdout, "not due yet: %s\n", nouns(res.NotDue, "slot", "slots"))
+		}
 	}
 	nc := res.NotComplete
 	fmt.Fprintf(a.stdout, "not complete: %s available, %s in backoff, %s parked, %s acquired, %s skipped\n",

@@ -50,8 +50,8 @@ almanac that needs it, then migrate up the rest).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var upTo []int
 			if cmd.Flags().Changed("to") {
-				if to < 1 || to > migrations.Latest() {
-					return usagef("--to %d: expected a version from 1 to %d", to, migrations.Latest())
+				if to < 1 || to > len(migrations.All()) {
+					return usagef("--to %d: expected a version from 1 to %d", to, len(migrations.All()))
 				}
 				upTo = []int{to}
 			}
@@ -63,7 +63,7 @@ almanac that needs it, then migrate up the rest).`,
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
 			}
-			res := migrateResult{Schema: a.schema, Applied: applied, Version: migrations.Latest()}
+			res := migrateResult{Schema: a.schema, Applied: applied, Version: len(migrations.All())}
 			if len(upTo) == 1 {
 				if res.Version, err = a.schemaVersion(cmd.Context(), c); err != nil {
 					return fmt.Errorf("migrate up: %w", err)
@@ -125,8 +125,8 @@ run again after the next migrate up. Re-open them first to keep them, or pass
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if to < 0 || to > migrations.Latest() {
-				return usagef("--to %d: expected a version from 0 to %d", to, migrations.Latest())
+			if to < 0 || to > len(migrations.All()) {
+				return usagef("--to %d: expected a version from 0 to %d", to, len(migrations.All()))
 			}
 			if yes && dryRun {
 				return usagef("give --yes or --dry-run, not both")
@@ -325,7 +325,7 @@ func (a *app) migrateSQLCommand() *cobra.Command {
 					Schema  string `json:"schema"`
 					Version int    `json:"version"`
 					SQL     string `json:"sql"`
-				}{a.schema, migrations.Latest(), text})
+				}{a.schema, len(migrations.All()), text})
 			}
 			_, err = fmt.Fprint(a.stdout, text)
 			return err

@@ -28,11 +28,16 @@ func parseCatchUp(text string) (almanac.CatchUp, error) {
 }
 
 // poolers are the values of --pooler, in almanac.Pooler's order.
-var poolers = []almanac.Pooler{almanac.PoolerAuto, almanac.PoolerNone, almanac.PoolerSession, almanac.PoolerTransaction}
+var poolers = []almanac.Pooler{almanac.PoolerAuto, almanac.PoolerSession, almanac.PoolerTransaction}
 
-// parsePooler reads --pooler: auto, none, session or transaction, the
-// names almanac.Pooler's String prints.
+// parsePooler reads --pooler: auto, session or transaction, the names
+// almanac.Pooler's String prints, or none (direct connections), which
+// works as session does and is read as it, so that a setting written
+// for earlier versions still works.
 func parsePooler(text string) (almanac.Pooler, error) {
+	if text == "none" {
+		return almanac.PoolerSession, nil
+	}
 	names := make([]string, len(poolers))
 	for i, p := range poolers {
 		if text == p.String() {

@@ -12,26 +12,30 @@ import (
 )
 
 type statusResult struct {
-	Name           string    `json:"name"`
-	Interval       string    `json:"interval"`
-	TimeZone       string    `json:"time_zone"`
-	From           *string   `json:"from"`
-	To             *string   `json:"to"`
-	Slots          int64     `json:"slots"`
-	Complete       int64     `json:"complete"`
-	Skip           int64     `json:"skip"`
-	Available      int64     `json:"available"`
-	Backoff        int64     `json:"backoff"`
-	Parked         int64     `json:"parked"`
-	Acquired       int64     `json:"acquired"`
-	LeaseExpired   int64     `json:"lease_expired"`
-	Missing        int64     `json:"missing"`
-	Gaps           int64     `json:"gaps"`
-	CoveredPercent float64   `json:"covered_percent"`
-	FirstMissing   *string   `json:"first_missing"`
-	OldestOpen     *string   `json:"oldest_open"`
-	LastCompleted  *string   `json:"last_completed"`
-	LastNote       *noteJSON `json:"last_note"`
+	Name            string     `json:"name"`
+	Interval        string     `json:"interval"`
+	TimeZone        string     `json:"time_zone"`
+	Paused          *pauseJSON `json:"paused"`
+	From            *string    `json:"from"`
+	To              *string    `json:"to"`
+	Slots           int64      `json:"slots"`
+	Complete        int64      `json:"complete"`
+	Skip            int64      `json:"skip"`
+	Available       int64      `json:"available"`
+	WaitingUpstream int64      `json:"waiting_upstream"`
+	Backoff         int64      `json:"backoff"`
+	Parked          int64      `json:"parked"`
+	Acquired        int64      `json:"acquired"`
+	LeaseExpired    int64      `json:"lease_expired"`
+	Missing         int64      `json:"missing"`
+	NotDue          int64      `json:"not_due"`
+	Due             *string    `json:"due"`
+	Gaps            int64      `json:"gaps"`
+	CoveredPercent  float64    `json:"covered_percent"`
+	FirstMissing    *string    `json:"first_missing"`
+	OldestOpen      *string    `json:"oldest_open"`
+	LastCompleted   *string    `json:"last_completed"`
+	LastNote        *noteJSON  `json:"last_note"`
 }
 
 // noteJSON is the last message written on an open slot.
@@ -46,8 +50,8 @@ type noteJSON struct {
 func toStatusResult(grid almanac.Series, status almanac.Status, stored bool) statusResult {
 	out := statusResult{
 		Name: grid.Name(), Interval: grid.Interval().String(), TimeZone: grid.Location().String(),
-		Slots: status.Slots, Complete: status.Complete, Skip: status.Skip, Available: status.Available, Backoff: status.Backoff,
-		Parked: status.Parked, Acquired: status.Acquired, LeaseExpired: status.LeaseExpired, Missing: status.Missing, Gaps: status.Gaps,
+		Slots: status.Slots, Complete: status.Complete, Skip: status.Skip, Available: status.Available, WaitingUpstream: status.WaitingUpstream, Backoff: status.Backoff,
+		Parked: status.Parked, Acquired: status.Acquired, LeaseExpired: status.LeaseExpired, Missing: status.Missing, NotDue: status.NotDue, Due: optionalTime(grid, status.Due), Gaps: status.Gaps,
 		CoveredPercent: status.Covered(), FirstMissing: optionalTime(grid, status.FirstMissing),
 		OldestOpen: optionalTime(grid, status.OldestOpen), LastCompleted: optionalTime(grid, status.LastCompleted),
 	}
@@ -67,8 +71,9 @@ func (a *app) statusCommand() *cobra.Command {
 		Use:   "status NAME --interval P [--from T --to T]",
 		Short: "Summarize the coverage of a series: slots by state, gaps, share finished",
 		Long: `Summarize the slots of [--from, --to) — by default from the first stored slot to
-the end of the last — by state (complete, skipped, available, in backoff,
-parked, acquired under a lease), the missing ones, the share finished
+the end of the last, or to now when that is later — by state (complete, skipped, available, in backoff,
+parked, acquired under a lease), the missing ones (due slots without a row), those not due yet (their end plus
+the series' lag has not passed), the share finished
 (complete or skipped), the oldest open slot, the last completion, and the
 last note: the message written last on an open slot (a failure, a parking,
 a re-open reason). See history for a slot's whole story.
@@ -109,19 +114,32 @@ is invisible to a read-only report.
 				if st, err = c.Status(ctx, grid, from, to); err != nil {
 					return fmt.Errorf("status: %w", err)
 				}
+				// The default range ends at now: due slots after the last
+				// stored one are missing.
+				if rf.from == "" && st.Due.After(to) && rf.checkSize(grid, from, st.Due) == nil {
+					if st, err = c.Status(ctx, grid, from, st.Due); err != nil {
+						return fmt.Errorf("status: %w", err)
+					}
+				}
 			}
 			out := toStatusResult(grid, st, stored)
+			info, err := c.LookupSeries(ctx, grid.Name(), grid.Interval().String())
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			out.Paused = toPauseJSON(info)
+			pause := describePause(info)
 			if a.json {
 				return a.printJSON(out)
 			}
-			return a.printStatus(grid, out)
+			return a.printStatus(grid, out, pause)
 		},
 	}
 	rf.register(cmd)
 	return cmd
 }
 
-func (a *app) printStatus(grid almanac.Series, res statusResult) error {
+func (a *app) printStatus(grid almanac.Series, res statusResult, pause string) error {
 	orNone := func(s *string) string {
 		if s == nil {
 			return "-"
@@ -130,6 +148,9 @@ func (a *app) printStatus(grid almanac.Series, res statusResult) error {
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "series\t%s %s (%s)\n", input.PrintableName(res.Name), res.Interval, res.TimeZone)
+	if pause != "" {
+		fmt.Fprintf(tw, "state\t%s\n", pause)
+	}
 	if res.From == nil {
 		fmt.Fprintf(tw, "range\tno slots stored\n")
 	} else {
@@ -139,10 +160,14 @@ func (a *app) printStatus(grid almanac.Series, res statusResult) error {
 	fmt.Fprintf(tw, "complete\t%s\n", num(res.Complete))
 	fmt.Fprintf(tw, "skipped\t%s\n", num(res.Skip))
 	fmt.Fprintf(tw, "available\t%s\n", num(res.Available))
+	if res.WaitingUpstream > 0 {
+		fmt.Fprintf(tw, "waiting for upstream\t%s of them\n", num(res.WaitingUpstream))
+	}
 	fmt.Fprintf(tw, "in backoff\t%s\n", num(res.Backoff))
 	fmt.Fprintf(tw, "parked\t%s\n", num(res.Parked))
 	fmt.Fprintf(tw, "acquired\t%s (%s expired)\n", num(res.Acquired), nouns(res.LeaseExpired, "lease", "leases"))
 	fmt.Fprintf(tw, "missing\t%s in %s, first at %s\n", num(res.Missing), nouns(res.Gaps, "gap", "gaps"), orNone(res.FirstMissing))
+	fmt.Fprintf(tw, "not due yet\t%s (due before %s)\n", num(res.NotDue), orNone(res.Due))
 	fmt.Fprintf(tw, "oldest open\t%s\n", orNone(res.OldestOpen))
 	fmt.Fprintf(tw, "last completed\t%s\n", orNone(res.LastCompleted))
 	if n := res.LastNote; n != nil {

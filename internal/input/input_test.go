@@ -101,7 +101,7 @@ func TestPrintableName(t *testing.T) {
 	} {
 		require.Equal(t, want, input.PrintableName(in), "%q", in)
 	}
-	s, err := slot.NewSeries("sensor\u200b", slot.MustParseInterval("PT5M"), nil, time.Time{})
+	s, err := slot.NewSeries("sensor\u200b", mustInterval("PT5M"), nil, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, `"sensor\u200b" PT5M (UTC, origin 2000-01-01T00:00:00Z)`, s.String())
 }
@@ -144,7 +144,7 @@ func FuzzCheckName(f *testing.F) {
 				t.Fatalf("%q accepted with %U", name, r)
 			}
 		}
-		if _, err := slot.NewSeries(name, slot.MustParseInterval("PT5M"), nil, time.Time{}); err != nil {
+		if _, err := slot.NewSeries(name, mustInterval("PT5M"), nil, time.Time{}); err != nil {
 			t.Fatalf("%q passes CheckName but not NewSeries: %v", name, err)
 		}
 	})

@@ -6,6 +6,7 @@ package seriesdb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/almanacdev/almanac/internal/input"
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/internal/wake"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -41,7 +43,15 @@ type Definition struct {
 	Grid slot.Series
 	// MaxAttempts parks a slot after this many failures; 0 means no limit.
 	MaxAttempts int
-	CreatedAt   time.Time
+	// Lag is the series' stored lag (series.lag); 0 when none is stored.
+	Lag time.Duration
+	// MaxInFlight is the series' cap on slots held at once; 0 for none.
+	MaxInFlight int
+	// PausedAt is when the series was paused (database clock), zero when
+	// it is not; PausedBy and PausedReason say who paused it and why.
+	PausedAt               time.Time
+	PausedBy, PausedReason string
+	CreatedAt              time.Time
 	// Err is set by List, and Grid is zero, when the stored row cannot be
 	// used: plain SQL or another tool stored a name, interval or zone
 	// almanac refuses. Its text names the row, escaped.
@@ -81,7 +91,122 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 	return def, false, sameGrid(def.Grid, grid)
 }
 
-const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0), created_at`
+const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0),
+	(extract(epoch FROM coalesce(lag, interval '0')) * 1000000)::bigint,
+	coalesce(max_in_flight, 0), paused_at, coalesce(paused_by, ''), coalesce(paused_reason, ''), created_at`
+
+// Settings are the controls Set changes; a nil field is left as stored.
+type Settings struct {
+	// Lag is how long after its end a slot becomes due; 0 stores none.
+	Lag *time.Duration
+	// MaxInFlight caps the slots held at once; 0 stores none.
+	MaxInFlight *int
+}
+
+// Set changes the stored settings of the series (name, interval) that
+// set names, in one statement; an unknown series is an error wrapping
+// ErrUnknownSeries, a negative lag one wrapping input.ErrInvalid.
+// Transient faults are retried: setting a value is idempotent.
+func Set(ctx context.Context, q Querier, schema, name string, interval slot.Interval, set Settings) (Definition, error) {
+	var lag *int64
+	if set.Lag != nil {
+		if *set.Lag < 0 {
+			return Definition{}, fmt.Errorf("%w: lag %s is negative; expected 0 or more", input.ErrInvalid, *set.Lag)
+		}
+		us := set.Lag.Microseconds()
+		lag = &us
+	}
+	if set.MaxInFlight != nil && *set.MaxInFlight < 0 {
+		return Definition{}, fmt.Errorf("%w: max in flight %d is negative; expected 0 (no cap) or more", input.ErrInvalid, *set.MaxInFlight)
+	}
+	var tag pgconn.CommandTag
+	err := retry.Do(ctx, func(ctx context.Context) (err error) {
+		tag, err = q.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.series SET
+		lag = CASE WHEN NOT $3 THEN lag WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END,
+		max_in_flight = CASE WHEN NOT $5 THEN max_in_flight ELSE nullif($6::int, 0) END
+		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String(), lag != nil, lag, set.MaxInFlight != nil, set.MaxInFlight)
+		return err
+	})
+	if err != nil {
+		return Definition{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrUnknownSeries, name, interval)
+	}
+	return Get(ctx, q, schema, name, interval)
+}
+
+// pauseSQL pauses ($3) or resumes the series, records the change in
+// series_event with actor $4 (NULL: the session's role) and reason $5, and
+// on a resume wakes the series' idle workers ($6 the channel, $7 the
+// payload) when the statement commits. Pausing a paused series keeps when
+// it was first paused, and records who paused it again and why.
+const pauseSQL = `WITH u AS (
+	UPDATE {{schema}}.series SET
+		paused_at = CASE WHEN $3 THEN coalesce(paused_at, clock_timestamp()) END,
+		paused_by = CASE WHEN $3 THEN coalesce($4, session_user) END,
+		paused_reason = CASE WHEN $3 THEN $5 END
+	WHERE name = $1 AND "interval" = $2
+	RETURNING name, "interval"),
+e AS (INSERT INTO {{schema}}.series_event (name, "interval", event, actor, message)
+	SELECT name, "interval", CASE WHEN $3 THEN 'paused' ELSE 'resumed' END, coalesce($4, session_user), $5 FROM u)
+SELECT count(*), (SELECT count(pg_notify($6, $7)) FROM u WHERE NOT $3) FROM u`
+
+// Pause pauses (pause) or resumes the series (name, interval): while it is
+// paused no process claims its slots. actor ("" for the session's role)
+// and reason are recorded on the row and in series_event. An unknown
+// series is an error wrapping ErrUnknownSeries. Transient faults are
+// retried: pausing and resuming are idempotent (a retried change may be
+// recorded twice).
+func Pause(ctx context.Context, q Querier, schema, name string, interval slot.Interval, pause bool, actor, reason string) (Definition, error) {
+	var who, why *string
+	if actor != "" {
+		who = &actor
+	}
+	if reason != "" {
+		why = &reason
+	}
+	payload, err := json.Marshal(wake.Event{Name: name, Interval: interval.String(), Reason: "resume"})
+	if err != nil {
+		return Definition{}, err
+	}
+	var n, woken int64
+	err = retry.Do(ctx, func(ctx context.Context) error {
+		return q.QueryRow(ctx, sqlschema.Render(pauseSQL, schema), name, interval.String(), pause, who, why,
+			wake.Channel(schema), string(payload)).Scan(&n, &woken)
+	})
+	if err != nil {
+		return Definition{}, err
+	}
+	if n == 0 {
+		return Definition{}, fmt.Errorf("%w: %q with interval %s; register it with `almanac series add`", ErrUnknownSeries, name, interval)
+	}
+	return Get(ctx, q, schema, name, interval)
+}
+
+// DueAt reads the database clock less the series' stored lag (0 when none
+// is stored): a slot of the series whose end is at or before it is due.
+// An unknown series is an error wrapping ErrUnknownSeries. Not retried: q
+// may be a transaction.
+func DueAt(ctx context.Context, q Querier, schema, name string, interval slot.Interval) (time.Time, error) {
+	var at time.Time
+	err := q.QueryRow(ctx, sqlschema.Render(`SELECT clock_timestamp() - coalesce(lag, interval '0') FROM {{schema}}.series
+		WHERE name = $1 AND "interval" = $2`, schema), name, interval.String()).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("%w: %q with interval %s", ErrUnknownSeries, name, interval)
+	}
+	return at, err
+}
+
+// DueFrom returns the start of grid's first slot whose end is after at
+// (see DueAt): every slot before it is due.
+func DueFrom(grid slot.Series, at time.Time) time.Time {
+	sl, err := grid.Floor(at)
+	if err != nil {
+		return at.In(grid.Location()) // outside the supported years: a bound, not a boundary
+	}
+	return sl.Start
+}
 
 // Get loads the series (name, interval); an unknown series is an error
 // wrapping ErrUnknownSeries. Transient faults are retried.
@@ -125,7 +250,12 @@ func collect(rows pgx.Rows, tolerant bool) ([]Definition, error) {
 	var name, intervalText, zoneName string
 	var origin, created time.Time
 	var maxAttempts int
-	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &created}, func() error {
+	var lagMicros int64
+	var maxInFlight int
+	var pausedAt *time.Time
+	var pausedBy, pausedReason string
+	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros, &maxInFlight,
+		&pausedAt, &pausedBy, &pausedReason, &created}, func() error {
 		grid, err := parse(name, intervalText, zoneName, origin)
 		if err != nil && tolerant {
 			out = append(out, Definition{MaxAttempts: maxAttempts, CreatedAt: created, Err: err})
@@ -134,7 +264,12 @@ func collect(rows pgx.Rows, tolerant bool) ([]Definition, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, Definition{Grid: grid, MaxAttempts: maxAttempts, CreatedAt: created})
+		d := Definition{Grid: grid, MaxAttempts: maxAttempts, Lag: time.Duration(lagMicros) * time.Microsecond, MaxInFlight: maxInFlight,
+			PausedBy: pausedBy, PausedReason: pausedReason, CreatedAt: created}
+		if pausedAt != nil {
+			d.PausedAt = *pausedAt
+		}
+		out = append(out, d)
 		return nil
 	})
 	return out, err

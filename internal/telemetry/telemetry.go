@@ -43,6 +43,7 @@ const (
 	SlotsOpen       = "almanac.slots.open"
 	OldestOpenAge   = "almanac.slots.oldest_open.age"
 	WorkersBusy     = "almanac.workers.busy"
+	SeriesPaused    = "almanac.series.paused"
 )
 
 // Instruments are the synchronous instruments and the tracer. Create them

@@ -49,6 +49,14 @@ func Expired(grace string) string {
 // grace (microseconds): a job with a larger one may be named a little
 // early, and its claim then finds nothing, which costs a statement and
 // misses no slot.
+//
+// A paused series (series.paused_at) is not named, for open slots nor for
+// expired leases: its claims take nothing, and Resume notifies the workers.
+// A slot is due by the larger of $1 and the series' stored lag, as the
+// claim has it. A series whose due slot waits for an upstream series, or
+// that is at its cap (max_in_flight), is still named: the claim decides,
+// costing one statement per poll, and naming it is what finds the slot
+// once the upstream finishes or a permit frees.
 var readySQL = `WITH RECURSIVE open AS (
     (SELECT name, "interval" FROM {{schema}}.slot WHERE status = 'AVAILABLE'
         ORDER BY name, "interval", slot_start NULLS FIRST LIMIT 1)
@@ -67,18 +75,24 @@ held AS (
         WHERE status = 'ACQUIRED' AND (name, "interval") > (h.name, h."interval")
         ORDER BY name, "interval", lease_until LIMIT 1) AS n
 )
-SELECT o.name, o."interval" FROM open AS o CROSS JOIN LATERAL (
+SELECT o.name, o."interval" FROM open AS o
+LEFT JOIN {{schema}}.series AS r ON r.name = o.name AND r."interval" = o."interval"
+CROSS JOIN LATERAL (
     SELECT slot_end FROM {{schema}}.slot AS s
     WHERE s.name = o.name AND s."interval" = o."interval" AND s.status = 'AVAILABLE' AND ` + NotWaiting + `
       AND s.slot_start < now() - $1 * interval '1 microsecond'
     ORDER BY s.slot_start NULLS FIRST LIMIT 1) AS f
-WHERE f.slot_end <= clock_timestamp() - $1 * interval '1 microsecond'
+WHERE r.paused_at IS NULL
+  AND f.slot_end <= clock_timestamp() - greatest($1 * interval '1 microsecond', coalesce(r.lag, interval '0'))
 UNION
-SELECT h.name, h."interval" FROM held AS h CROSS JOIN LATERAL (
+SELECT h.name, h."interval" FROM held AS h
+LEFT JOIN {{schema}}.series AS r ON r.name = h.name AND r."interval" = h."interval"
+CROSS JOIN LATERAL (
     SELECT FROM {{schema}}.slot AS s
     WHERE s.name = h.name AND s."interval" = h."interval" AND s.status = 'ACQUIRED'
       AND ` + Expired("$2") + `
-    ORDER BY s.lease_until LIMIT 1) AS e`
+    ORDER BY s.lease_until LIMIT 1) AS e
+WHERE r.paused_at IS NULL`
 
 // Key names a series: its name and its interval's canonical text.
 type Key struct{ Name, Interval string }

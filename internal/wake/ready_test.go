@@ -71,3 +71,36 @@ func TestReadyNamesSeriesWithAcquirableSlots(t *testing.T) {
 	slices.Sort(names)
 	require.Equal(t, []string{"expired_yes", "graced_no"}, names)
 }
+
+// TestReadyLeavesOutPausedSeries: a paused series is not named, for a due
+// slot nor for an expired lease, so that a poll does not wake its workers
+// for claims that take nothing; a series whose stored lag is longer than
+// its slot's age is not named either. Series without a row are named as
+// before.
+func TestReadyLeavesOutPausedSeries(t *testing.T) {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	exec := func(sql string) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sqlschema.Render(sql, db.Schema))
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin, paused_at, lag) VALUES
+		('paused_no', 'PT1M', 'UTC', '2000-01-01', now(), NULL),
+		('pausedheld_no', 'PT1M', 'UTC', '2000-01-01', now(), NULL),
+		('running_yes', 'PT1M', 'UTC', '2000-01-01', NULL, NULL),
+		('lagged_no', 'PT1M', 'UTC', '2000-01-01', NULL, interval '1 hour')`)
+	exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, owner, lease_until)
+	SELECT v.name, 'PT1M', now() - interval '10 minutes', now() - interval '9 minutes', v.status,
+		CASE WHEN v.status = 'ACQUIRED' THEN gen_random_uuid() END, CASE WHEN v.status = 'ACQUIRED' THEN now() - interval '1 hour' END
+	FROM (VALUES ('paused_no', 'AVAILABLE'), ('pausedheld_no', 'ACQUIRED'), ('running_yes', 'AVAILABLE'),
+		('lagged_no', 'AVAILABLE'), ('unregistered_yes', 'AVAILABLE')) AS v(name, status)`)
+	keys, err := wake.Ready(ctx, db.Pool, db.Schema, 0, time.Second)
+	require.NoError(t, err)
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Name)
+	}
+	slices.Sort(names)
+	require.Equal(t, []string{"running_yes", "unregistered_yes"}, names)
+}

@@ -13,11 +13,11 @@
   const actions = body.dataset.actions === "on";
   const csrf = body.dataset.csrf || "";
   const every = Number(body.dataset.refresh || 0);
-  const names = { complete: "complete", skipped: "skipped", open: "open", inFlight: "in flight", failed: "failed", parked: "parked", missing: "missing" };
+  const names = { complete: "complete", skipped: "skipped", open: "open", inFlight: "in flight", failed: "failed", parked: "parked", missing: "missing", notDue: "not due yet" };
   // A cell's bar, bottom to top: the finished states first, the urgent ones
   // on top where they catch the eye.
-  const stack = ["complete", "skipped", "open", "inFlight", "missing", "failed", "parked"];
-  const css = { complete: "complete", skipped: "skipped", open: "open", inFlight: "in-flight", missing: "missing", failed: "failed", parked: "parked" };
+  const stack = ["notDue", "complete", "skipped", "open", "inFlight", "missing", "failed", "parked"];
+  const css = { complete: "complete", skipped: "skipped", open: "open", inFlight: "in-flight", missing: "missing", failed: "failed", parked: "parked", notDue: "not-due" };
   // The least share of a cell's height a state present at all is drawn
   // with: one failure in 288 slots is a sliver, not nothing, not the cell.
   const minShare = 0.18;

@@ -257,7 +257,7 @@ func (r *round) setup() {
 	if _, err := migrations.Up(ctx, r.admin, r.schema); err != nil {
 		t.Fatal(err)
 	}
-	grid, err := slot.NewSeries(seriesName, slot.MustParseInterval(interval), time.UTC, time.Time{})
+	grid, err := slot.NewSeries(seriesName, mustInterval(interval), time.UTC, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
