@@ -128,30 +128,43 @@ func TestDueOnTheDatabaseClock(t *testing.T) {
 }
 
 // TestTriggerSleepsOnItsClock drives a running scheduler with a fake clock:
-// the scheduler sleeps on it between triggers, so a slot that became due on
-// the database clock meanwhile waits for the trigger, and runs as soon as
-// the clock moves; the fake clock's date, years off, does not matter.
+// the scheduler sleeps on it between triggers, so slots that became due on
+// the database clock meanwhile wait for the trigger, and run as soon as the
+// clock moves; the fake clock's date, years off, does not matter.
+//
+// The job starts five slots back, so its start-up catch-up has work whose
+// end the test can see: only then is the scheduler known to be asleep,
+// however long the start took on a busy machine.
 func TestTriggerSleepsOnItsClock(t *testing.T) {
 	db := pgtest.New(t)
 	g := series(t, "clocked", "PT1S")
 	const lag = 200 * time.Millisecond
-	first, err := g.Floor(dbNow(t, db))
+	const behind = 5
+	now, err := g.Floor(dbNow(t, db))
 	require.NoError(t, err)
 	clock := &fakeClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	e := newEngine(db.Pool, Options{Schema: db.Schema, Clock: clock, PollInterval: time.Hour}, nil)
 	e.sweep = 24 * time.Hour
-	require.NoError(t, e.add(Job{Series: g, Policy: Policy{Lag: lag}, From: first.Start,
+	require.NoError(t, e.add(Job{Series: g, Policy: Policy{Lag: lag}, From: now.Start.Add(-behind * time.Second),
 		Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
 	stop := runEngine(t, e)
 	defer stop()
 
-	// Asleep until the first slot is due: it waits for the clock.
-	second := first.End.Add(time.Second + lag)
-	waitForDB(t, db, second)
-	require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`), "nothing runs while the scheduler sleeps")
+	// The start-up catch-up ran (one statement made its slots, the due
+	// ones of the five): every slot it made is COMPLETE.
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) > 0 &&
+			count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status <> 'COMPLETE'`) == 0
+	}, time.Minute, 10*time.Millisecond, "the catch-up at start runs")
+	started := count(t, db, `SELECT count(*) FROM {{schema}}.slot`)
+
+	// Asleep: two more slots become due on the database clock, and nothing
+	// is even materialized until the scheduler's clock moves.
+	waitForDB(t, db, dbNow(t, db).Add(2*time.Second+lag))
+	require.Equal(t, started, count(t, db, `SELECT count(*) FROM {{schema}}.slot`), "nothing is materialized while the scheduler sleeps")
 	clock.Advance(time.Hour)
 	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) >= 2
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) >= started+2
 	}, time.Minute, 10*time.Millisecond, "the due slots run once the trigger fires")
 	require.Zero(t, count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE completed_at < slot_end + $1 * interval '1 microsecond'`, lag.Microseconds()))
 }
