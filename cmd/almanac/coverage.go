@@ -50,16 +50,9 @@ than --max-slots slots are refused.`
 // known from the database (slot.CheckTime). Every error is a usage error
 // naming the bad value.
 func (f *rangeFlags) check(name string, needRange bool) (slot.Interval, error) {
-	if err := input.CheckName(name); err != nil {
-		return slot.Interval{}, usageError(err)
-	}
-	// Without --interval, openSeries takes the name's only interval.
-	var iv slot.Interval
-	if f.interval != "" {
-		var err error
-		if iv, err = slot.ParseInterval(f.interval); err != nil {
-			return slot.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
-		}
+	iv, err := seriesArgs(name, f.interval)
+	if err != nil {
+		return slot.Interval{}, err
 	}
 	if needRange && (f.from == "" || f.to == "") {
 		return slot.Interval{}, usagef("--from and --to are required, e.g. --from 2026-03-01 --to 2026-03-02")

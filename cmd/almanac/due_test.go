@@ -106,12 +106,13 @@ func TestSeriesPauseResume(t *testing.T) {
 	for _, args := range [][]string{
 		{"series", "resume", "feed", "--interval", "PT1H", "--reason", "bad\x01"},
 		{"series", "resume", "nope", "--interval", "PT1H"},
-		{"series", "resume", "feed"},
+		{"series", "resume", "feed", "--interval", "PT5M"},
 	} {
 		r := cli(t, append([]string{"--schema", schema}, args...)...)
 		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
 	}
-	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "resume", "feed", "--interval", "PT1H"))
+	// Without --interval: the name's only one.
+	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "resume", "feed"))
 	require.Nil(t, s.Paused)
 
 	// The fleet-wide cap.
@@ -122,7 +123,7 @@ func TestSeriesPauseResume(t *testing.T) {
 	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "set", "feed", "--interval", "PT1H", "--lag", "5m"))
 	require.Equal(t, 2, s.MaxInFlight, "only the flags given change")
 	require.Equal(t, "5m0s", s.Lag)
-	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "set", "feed", "--interval", "PT1H", "--max-in-flight", "0"))
+	s = decode[seriesJSON](t, cli(t, "--schema", schema, "--json", "series", "set", "feed", "--max-in-flight", "0"))
 	require.Zero(t, s.MaxInFlight)
 }
 

@@ -100,15 +100,9 @@ woken at once. The resume and --reason are recorded in the series' history.`
 		Example: example,
 		Args:    exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := input.CheckName(args[0]); err != nil {
-				return usageError(err)
-			}
-			if interval == "" {
-				return usagef("--interval is required, e.g. --interval PT5M")
-			}
-			iv, err := slot.ParseInterval(interval)
+			iv, err := seriesArgs(args[0], interval)
 			if err != nil {
-				return usageError(fmt.Errorf("--interval: %w", err))
+				return err
 			}
 			if reason != "" {
 				if err := input.CheckReason(reason); err != nil {
@@ -139,7 +133,7 @@ woken at once. The resume and --reason are recorded in the series' history.`
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
+	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (default: the name's only one)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the series (at most 1 KiB)")
 	a.registerActor(cmd)
 	return cmd
@@ -285,15 +279,9 @@ re-open upstream re-opens them. Also shows the series that depend on it.`,
 		Example: `  almanac series deps sensor_report --interval PT5M`,
 		Args:    exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := input.CheckName(args[0]); err != nil {
-				return usageError(err)
-			}
-			if interval == "" {
-				return usagef("--interval is required, e.g. --interval PT5M")
-			}
-			iv, err := slot.ParseInterval(interval)
+			iv, err := seriesArgs(args[0], interval)
 			if err != nil {
-				return usageError(fmt.Errorf("--interval: %w", err))
+				return err
 			}
 			c, grid, err := a.openSeries(cmd.Context(), args[0], iv)
 			if err != nil {
@@ -341,7 +329,7 @@ re-open upstream re-opens them. Also shows the series that depend on it.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
+	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (default: the name's only one)")
 	return cmd
 }
 
@@ -388,15 +376,9 @@ every process working on the series obeys the new values from its next claim.
   almanac series set billing --interval P1D --lag 0 --max-in-flight 4`,
 		Args: exactArgs(1, "one series NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := input.CheckName(args[0]); err != nil {
-				return usageError(err)
-			}
-			if interval == "" {
-				return usagef("--interval is required, e.g. --interval PT5M")
-			}
-			iv, err := slot.ParseInterval(interval)
+			iv, err := seriesArgs(args[0], interval)
 			if err != nil {
-				return usageError(fmt.Errorf("--interval: %w", err))
+				return err
 			}
 			if !cmd.Flags().Changed("lag") && !cmd.Flags().Changed("max-in-flight") {
 				return usagef("nothing to set: give --lag or --max-in-flight")
@@ -408,14 +390,11 @@ every process working on the series obeys the new values from its next claim.
 			if err != nil {
 				return err
 			}
-			c, err := a.connectMigrated(cmd.Context())
+			c, grid, err := a.openSeries(cmd.Context(), args[0], iv)
 			if err != nil {
 				return err
 			}
-			info, err := c.LookupSeries(cmd.Context(), args[0], iv.String())
-			if errors.Is(err, almanac.ErrUnknownSeries) {
-				return usageError(err)
-			}
+			info, err := c.LookupSeries(cmd.Context(), grid.Name(), grid.Interval().String())
 			if err != nil {
 				return fmt.Errorf("series set: %w", err)
 			}
@@ -441,7 +420,7 @@ every process working on the series obeys the new values from its next claim.
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (required)")
+	cmd.Flags().StringVar(&interval, "interval", "", "ISO-8601 interval of the series, e.g. PT5M (default: the name's only one)")
 	cmd.Flags().StringVar(&lag, "lag", "", "how long after its end a slot becomes due, e.g. PT1M or 1m; 0 for none")
 	cmd.Flags().IntVar(&maxInFlight, "max-in-flight", 0, "at most N slots held at once across the fleet; 0 for no cap")
 	return cmd
@@ -524,4 +503,21 @@ the other series are listed and the exit code is 0.`,
 			return tw.Flush()
 		},
 	}
+}
+
+// seriesArgs checks a registered series' name and its --interval, which may
+// be empty: openSeries then takes the name's only interval. Every error is a
+// usage error naming the bad value.
+func seriesArgs(name, interval string) (slot.Interval, error) {
+	if err := input.CheckName(name); err != nil {
+		return slot.Interval{}, usageError(err)
+	}
+	if interval == "" {
+		return slot.Interval{}, nil
+	}
+	iv, err := slot.ParseInterval(interval)
+	if err != nil {
+		return slot.Interval{}, usageError(fmt.Errorf("--interval: %w", err))
+	}
+	return iv, nil
 }
