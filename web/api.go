@@ -30,6 +30,9 @@ type summary struct {
 	// Paused says since when the series is paused, by whom and why; empty
 	// when it is not.
 	Paused string `json:"paused,omitempty"`
+	// WaitingUpstream counts the open slots that wait for an upstream
+	// series to finish their span; 0 for a series without upstreams.
+	WaitingUpstream int64 `json:"waitingUpstream,omitempty"`
 	// Href is the page's link to the series' calendar; html/template
 	// would escape the fragment's = and & otherwise.
 	Href  template.URL `json:"-"`
@@ -71,6 +74,15 @@ func (s *server) summaries(ctx context.Context, infos []almanac.SeriesInfo) (sum
 		sm.counts = countsOf(h.Total)
 		sm.Covered = sm.counts.covered()
 		sm.OldestOpen, sm.LastCompleted = human(h.OldestOpen), human(h.LastCompleted)
+		if len(info.After) > 0 {
+			// Only a series with upstreams pays for the check: one per
+			// open slot of its extent.
+			st, err := s.client.Status(ctx, g, from, to)
+			if err != nil {
+				return nil, asOf, err
+			}
+			sm.WaitingUpstream = st.WaitingUpstream
+		}
 		out = append(out, sm)
 	}
 	return out, asOf, nil

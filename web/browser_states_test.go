@@ -18,7 +18,9 @@ import (
 // TestBrowserPageStates drives the page in headless Chromium and checks
 // the series' states that are not problems: the slots of a range that
 // are not due yet are drawn as not due, never as missing, and a paused
-// series says in the series table that it is paused, by whom and why.
+// series says in the series table that it is paused, by whom and why,
+// and a series whose upstream has not finished says how many of its open
+// slots wait for it.
 func TestBrowserPageStates(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.New(t)
@@ -36,6 +38,14 @@ func TestBrowserPageStates(t *testing.T) {
 	_, err = c.Pause(ctx, feed, "vendor <outage>")
 	require.NoError(t, err)
 
+	// report's two hours wait for ingest, which has no rows for them.
+	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	report, err := c.Series(ctx, "report", "PT1H", almanac.SeriesOptions{After: []almanac.Series{ingest}})
+	require.NoError(t, err)
+	_, err = c.Materialize(ctx, report, from, from.Add(2*time.Hour), almanac.WriteOptions{})
+	require.NoError(t, err)
+
 	srv := serve(t, web.Handler(c, web.Options{CacheTTL: -1}))
 	p := page{t, browser(t)}
 
@@ -44,6 +54,9 @@ func TestBrowserPageStates(t *testing.T) {
 	paused := p.text(`#series tbody tr:has(a[href*="series=feed"]) [data-k="paused"]`)
 	require.Contains(t, paused, "paused since ")
 	require.Contains(t, paused, "by ana@ops: vendor <outage>")
+	require.Zero(t, p.count(`#series tbody tr:has(a[href*="series=report"]) [data-k="paused"]`))
+	require.Zero(t, p.count(`#series tbody tr:has(a[href*="series=feed"]) [data-k="waitingUpstream"]`))
+	require.Equal(t, "2 waiting for upstream", p.text(`#series tbody tr:has(a[href*="series=report"]) [data-k="waitingUpstream"]`))
 
 	// The calendar of a range reaching into the future: five open slots
 	// with rows, three not due yet, none missing.
