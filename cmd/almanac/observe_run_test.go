@@ -33,8 +33,13 @@ func TestRunHTTP(t *testing.T) {
 	})
 	code, _ := get(t, base+"/healthz")
 	require.Equal(t, 200, code)
-	code, body := get(t, base+"/readyz")
-	require.Equal(t, 200, code, body)
+	// Ready once the named series is served, which follows the listening
+	// line: until then /readyz says why not.
+	var body string
+	waitFor(t, "readiness", time.Minute, func() bool {
+		code, body = get(t, base+"/readyz")
+		return code == 200
+	})
 	waitFor(t, "the range to be worked", time.Minute, func() bool {
 		return dbCount(t, schema, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE' OR not_before = 'infinity'`) == 5
 	})
