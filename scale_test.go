@@ -122,16 +122,7 @@ func TestPollFindsRetryAfterBackoff(t *testing.T) {
 		}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, e.start(ctx))
-	defer func() { require.NoError(t, e.stop(context.Background())) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the retry was not run after its backoff")
-	}
-	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
-	}, 10*time.Second, time.Millisecond)
+	runUntilOneComplete(t, db, ctx, e, done, "the retry was not run after its backoff")
 }
 
 // TestPollTakesOverExpiredLease: a lease whose holder died is taken over by
@@ -162,12 +153,20 @@ func TestPollTakesOverExpiredLease(t *testing.T) {
 			close(done)
 			return nil
 		}}))
+	runUntilOneComplete(t, db, ctx, e, done, "the expired lease was not taken over")
+}
+
+// runUntilOneComplete starts e, waits for its handler to close done
+// (failing with what if it does not within 30 s), then for the one slot to
+// be COMPLETE, and stops e when the test ends.
+func runUntilOneComplete(t *testing.T, db *pgtest.DB, ctx context.Context, e *engine, done <-chan struct{}, what string) {
+	t.Helper()
 	require.NoError(t, e.start(ctx))
-	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	t.Cleanup(func() { require.NoError(t, e.stop(context.Background())) })
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the expired lease was not taken over")
+		t.Fatal(what)
 	}
 	require.Eventually(t, func() bool {
 		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
