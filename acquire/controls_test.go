@@ -81,8 +81,11 @@ func TestPausedSeriesClaimsNothing(t *testing.T) {
 
 // TestCapAdmitsNoMoreThanMaxInFlight: with max_in_flight = 3, locked-mode
 // and lease-mode workers racing for 60 slots never hold more than 3 at
-// once (counted by the workers themselves, from before their claim returns
-// until after their outcome committed), and all 60 complete.
+// once, and all 60 complete. The workers count a slot as held only inside
+// a window they know lies within the real hold: from after their claim
+// returned until before their outcome is sent. A wider window (say, until
+// after the commit returned) would count a slot another worker may
+// already have claimed once the commit freed it, and fail a correct cap.
 func TestCapAdmitsNoMoreThanMaxInFlight(t *testing.T) {
 	const slots, limit = 60, 3
 	f := newFixture(t, slots)
@@ -106,16 +109,12 @@ func TestCapAdmitsNoMoreThanMaxInFlight(t *testing.T) {
 			defer wg.Done()
 			for {
 				if w%2 == 0 {
-					entered := false
 					results, err := q.RunBatch(ctx, 1, func(ctx context.Context, tx pgx.Tx, s Slot) error {
 						enter(1) // the transaction holds its slot from its claim on
-						entered = true
 						_, err := tx.Exec(ctx, `SELECT pg_sleep(0.002)`)
+						held.Add(-1) // and until its commit, which follows
 						return err
 					})
-					if entered {
-						held.Add(-1) // after the commit
-					}
 					if !assert.NoError(t, err) || len(results) == 0 {
 						return
 					}
@@ -129,8 +128,9 @@ func TestCapAdmitsNoMoreThanMaxInFlight(t *testing.T) {
 					return
 				}
 				enter(len(leases))
+				time.Sleep(2 * time.Millisecond) // a window for an overlap to show in
+				held.Add(-int64(len(leases))) // the leases stay held until CompleteMany commits
 				_, err = q.CompleteMany(ctx, leases)
-				held.Add(-int64(len(leases)))
 				if !assert.NoError(t, err) {
 					return
 				}
