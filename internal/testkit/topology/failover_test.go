@@ -57,13 +57,14 @@ func TestFailover(t *testing.T) {
 	_, err = w.admin.Exec(ctx, `CREATE TABLE `+w.table("effect")+` (slot text NOT NULL, fence bigint NOT NULL)`)
 	require.NoError(t, err)
 
-	// A lease long enough to outlast a failover's pause in writes, so a
-	// healthy holder keeps its slot through it.
+	// A lease long enough to outlast a failover's pause in writes (over
+	// 10 s on a busy machine), so a healthy holder keeps its slot through
+	// it and records the completion of a run that ended meanwhile.
 	const pace, slow = 500 * time.Millisecond, 3 * time.Second
 	w.setPace(pace)
 	sidecars := []*sidecar{
-		w.pacedSidecar("a", url, "--workers", "2", "--lease-ttl", "10s"),
-		w.pacedSidecar("b", url, "--workers", "2", "--lease-ttl", "10s"),
+		w.pacedSidecar("a", url, "--workers", "2", "--lease-ttl", "30s"),
+		w.pacedSidecar("b", url, "--workers", "2", "--lease-ttl", "30s"),
 	}
 	lib := startLibraryWorker(t, w, url, pace)
 
