@@ -1,0 +1,84 @@
+//go:build linux
+
+package chaos
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/almanacdev/almanac/internal/testkit/longtest"
+)
+
+// The shape of a many-series round: the workers run the root package's
+// engine (almanac.Client) with a job per series, as a multi-tenant program
+// does, over a backfill range of each series that their engines register
+// and materialize as they start.
+const (
+	// manySeries is how many series a round works, named
+	// chaos_tenant_0000 and on.
+	manySeries   = 1000
+	seriesPrefix = "chaos_tenant"
+	// engineConcurrency is each engine's Options.Concurrency; every job
+	// is capped at one worker (Job.Concurrency), which the check verifies.
+	engineConcurrency = 3
+)
+
+// seriesSlots is how many slots each series' range holds: 2,000 slots in
+// all, 8,000 with ALMANAC_LONG_TESTS.
+var seriesSlots = longtest.Pick(2, 8)
+
+// engineFleet is the fleet of a many-series round: every mode, locked and
+// lease mode also as the hostile role. Handlers are short, so that the
+// round's thousands of slots fit in a CI run; the hostile locked worker's
+// outlast the role's timeouts, as in fleetPlan.
+var engineFleet = []fleetWorker{
+	{"locked", false, 10 * time.Millisecond, 60 * time.Millisecond},
+	{"locked", true, 450 * time.Millisecond, 650 * time.Millisecond},
+	{"batch", false, 5 * time.Millisecond, 30 * time.Millisecond},
+	{"batch", false, 5 * time.Millisecond, 30 * time.Millisecond},
+	{"lease", false, 10 * time.Millisecond, 80 * time.Millisecond},
+	{"lease", true, 10 * time.Millisecond, 80 * time.Millisecond},
+}
+
+// TestChaosSeries runs the root engine over 1,000 series in every mode
+// under the same faults as TestChaos (but the materialize wave: the
+// engines materialize), and checks the same invariants per series, that
+// every series got every slot done, and that no job ever ran more workers
+// in a process than its Job.Concurrency.
+func TestChaosSeries(t *testing.T) {
+	chaos(t, func(t *testing.T) *scenario {
+		names := make([]string, manySeries)
+		for i := range names {
+			names[i] = tenantName(i)
+		}
+		return newScenario(t, names, rangeFrom, rangeFrom.Add(time.Duration(seriesSlots)*time.Minute), engineFleet, true)
+	})
+}
+
+// tenantName names series i of a many-series round, as the worker does
+// (its engineSeries).
+func tenantName(i int) string { return fmt.Sprintf("%s_%04d", seriesPrefix, i) }
+
+// engineWorkers returns the specs of a many-series round's fleet.
+func (r *round) engineWorkers() []*workerSpec {
+	var specs []*workerSpec
+	for i, w := range r.sc.fleet {
+		name := fmt.Sprintf("w%02d-%s", i+1, w.mode)
+		db := r.cluster.URL("postgres")
+		if w.hostile {
+			name += "-hostile"
+			db = r.hostileURL()
+		}
+		specs = append(specs, &workerSpec{name: name, mode: w.mode, args: []string{
+			"-db", db, "-ledger-db", r.cluster.URL("postgres"),
+			"-schema", r.schema, "-series", seriesPrefix, "-series-count", fmt.Sprint(len(r.sc.series)),
+			"-interval", interval, "-name", name, "-mode", w.mode, "-concurrency", fmt.Sprint(engineConcurrency),
+			"-from", r.sc.from.Format(time.RFC3339), "-to", r.sc.to.Format(time.RFC3339),
+			"-work-min", w.workMin.String(), "-work-max", w.workMax.String(),
+			"-dead-man", deadMan.String(), "-lease-ttl", leaseTTL.String(),
+			"-fail-rate", fmt.Sprint(failRate), "-skip-every", fmt.Sprint(skipEvery),
+		}})
+	}
+	return specs
+}
