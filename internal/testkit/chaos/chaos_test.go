@@ -303,11 +303,7 @@ func (r *round) run() {
 	began := time.Now()
 	r.setup()
 	r.fleet = newFleet(t, r.bin, r.seed)
-	if r.sc.engine {
-		r.specs = r.engineWorkers()
-	} else {
-		r.specs = r.workers()
-	}
+	r.specs = r.workers()
 	for i, w := range r.specs {
 		if err := r.fleet.start(w); err != nil {
 			t.Fatalf("seed %d: worker %d: %v", r.seed, i, err)
@@ -428,34 +424,42 @@ func (r *round) hostileURL() string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", hostileRole, r.cluster.Port())
 }
 
-// workers returns the fleet's specs. Each worker materializes an
-// overlapping piece of the first part of the range as it starts, so the
-// pieces are inserted by several processes at once.
+// workers returns the fleet's specs. In a one-series round each worker
+// materializes an overlapping piece of the first part of the range as it
+// starts, so the pieces are inserted by several processes at once; in a
+// many-series round each runs the engine over every series.
 func (r *round) workers() []*workerSpec {
-	first := int(firstPart * float64(slots))
-	step := first / len(fleetPlan)
+	first := int(firstPart * float64(r.sc.slots()))
+	step := first / len(r.sc.fleet)
 	var specs []*workerSpec
-	for i, w := range fleetPlan {
-		lo := max(0, i*step-r.rng.IntN(step))
-		hi := min(first, (i+1)*step+r.rng.IntN(step))
-		if i == len(fleetPlan)-1 {
-			hi = first
-		}
+	for i, w := range r.sc.fleet {
 		name := fmt.Sprintf("w%02d-%s", i+1, w.mode)
 		db := r.cluster.URL("postgres")
 		if w.hostile {
 			name += "-hostile"
 			db = r.hostileURL()
 		}
-		specs = append(specs, &workerSpec{name: name, mode: w.mode, args: []string{
+		args := []string{
 			"-db", db, "-ledger-db", r.cluster.URL("postgres"),
-			"-schema", r.schema, "-series", seriesName, "-interval", interval, "-name", name, "-mode", w.mode,
-			"-from", rangeFrom.Format(time.RFC3339), "-to", rangeTo.Format(time.RFC3339),
-			"-materialize", minute(lo).Format(time.RFC3339) + "/" + minute(hi).Format(time.RFC3339),
+			"-schema", r.schema, "-interval", interval, "-name", name, "-mode", w.mode,
+			"-from", r.sc.from.Format(time.RFC3339), "-to", r.sc.to.Format(time.RFC3339),
 			"-work-min", w.workMin.String(), "-work-max", w.workMax.String(),
 			"-dead-man", deadMan.String(), "-lease-ttl", leaseTTL.String(),
 			"-fail-rate", fmt.Sprint(failRate), "-skip-every", fmt.Sprint(skipEvery),
-		}})
+		}
+		if r.sc.engine {
+			args = append(args, "-series", seriesPrefix, "-series-count", fmt.Sprint(len(r.sc.series)),
+				"-concurrency", fmt.Sprint(engineConcurrency))
+		} else {
+			lo := max(0, i*step-r.rng.IntN(step))
+			hi := min(first, (i+1)*step+r.rng.IntN(step))
+			if i == len(r.sc.fleet)-1 {
+				hi = first
+			}
+			args = append(args, "-series", seriesName,
+				"-materialize", minute(lo).Format(time.RFC3339)+"/"+minute(hi).Format(time.RFC3339))
+		}
+		specs = append(specs, &workerSpec{name: name, mode: w.mode, args: args})
 	}
 	return specs
 }

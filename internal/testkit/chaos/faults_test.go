@@ -432,15 +432,17 @@ func (r *round) clients(ctx context.Context, hostile bool, grids ...slot.Series)
 
 // reopen re-opens, as the hostile role, 100 to 200 slots of the range's
 // completed beginning: late data arrived, the slots must be done again. In
-// a many-series round it re-opens the whole range of 20 to 40 series.
+// a many-series round it re-opens the whole range of 8 to 16 series.
 func (r *round) reopen(f plannedFault) (string, error) {
 	r.restart.RLock()
 	defer r.restart.RUnlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if r.sc.engine {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
 		return r.reopenSeries(ctx, f)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	var firstOpen time.Time
 	err := r.admin.QueryRow(ctx, sqlschema.Render(`SELECT coalesce(min(slot_start), $1) FROM {{schema}}.slot
 		WHERE name = $2 AND "interval" = $3 AND status NOT IN ('COMPLETE', 'SKIP')`, r.schema), rangeTo, seriesName, interval).Scan(&firstOpen)
@@ -468,10 +470,10 @@ func (r *round) reopen(f plannedFault) (string, error) {
 		res.Changed, len(res.Held)), nil
 }
 
-// reopenSeries re-opens the COMPLETE slots of 20 to 40 consecutive series
+// reopenSeries re-opens the COMPLETE slots of 8 to 16 consecutive series
 // of a many-series round, as the hostile role, one series at a time.
 func (r *round) reopenSeries(ctx context.Context, f plannedFault) (string, error) {
-	n := 20 + int(f.pick2*20)
+	n := 8 + int(f.pick2*8)
 	first := int(f.pick * float64(len(r.sc.series)-n))
 	grids := r.sc.series[first : first+n]
 	cs, closeConn, err := r.clients(ctx, true, grids...)

@@ -59,26 +59,3 @@ func TestChaosSeries(t *testing.T) {
 // tenantName names series i of a many-series round, as the worker does
 // (its engineSeries).
 func tenantName(i int) string { return fmt.Sprintf("%s_%04d", seriesPrefix, i) }
-
-// engineWorkers returns the specs of a many-series round's fleet.
-func (r *round) engineWorkers() []*workerSpec {
-	var specs []*workerSpec
-	for i, w := range r.sc.fleet {
-		name := fmt.Sprintf("w%02d-%s", i+1, w.mode)
-		db := r.cluster.URL("postgres")
-		if w.hostile {
-			name += "-hostile"
-			db = r.hostileURL()
-		}
-		specs = append(specs, &workerSpec{name: name, mode: w.mode, args: []string{
-			"-db", db, "-ledger-db", r.cluster.URL("postgres"),
-			"-schema", r.schema, "-series", seriesPrefix, "-series-count", fmt.Sprint(len(r.sc.series)),
-			"-interval", interval, "-name", name, "-mode", w.mode, "-concurrency", fmt.Sprint(engineConcurrency),
-			"-from", r.sc.from.Format(time.RFC3339), "-to", r.sc.to.Format(time.RFC3339),
-			"-work-min", w.workMin.String(), "-work-max", w.workMax.String(),
-			"-dead-man", deadMan.String(), "-lease-ttl", leaseTTL.String(),
-			"-fail-rate", fmt.Sprint(failRate), "-skip-every", fmt.Sprint(skipEvery),
-		}})
-	}
-	return specs
-}

@@ -548,6 +548,14 @@ func (l *ledger) finish(ctx context.Context, fence int64, outcome, detail string
 	}
 }
 
+// abort ends the attempt holding fence if begin recorded it although it
+// failed (its context ended while the insert committed): the engine goes
+// on to the job's next slot once the handler returns, and the suite must
+// not see two attempts of one job running at once.
+func (l *ledger) abort(ctx context.Context, fence int64, err error) {
+	l.finish(ctx, fence, "aborted", "begin: "+err.Error(), time.Time{})
+}
+
 func (l *ledger) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
