@@ -470,12 +470,28 @@ func (r *round) reopen(f plannedFault) (string, error) {
 		res.Changed, len(res.Held)), nil
 }
 
-// reopenSeries re-opens the COMPLETE slots of 8 to 16 consecutive series
-// of a many-series round, as the hostile role, one series at a time.
+// reopenSeries re-opens, as the hostile role, the COMPLETE slots of 8 to
+// 16 consecutive series of a many-series round among those with every slot
+// done, one series at a time.
 func (r *round) reopenSeries(ctx context.Context, f plannedFault) (string, error) {
-	n := 8 + int(f.pick2*8)
-	first := int(f.pick * float64(len(r.sc.series)-n))
-	grids := r.sc.series[first : first+n]
+	rows, err := r.admin.Query(ctx, sqlschema.Render(`SELECT name FROM {{schema}}.slot GROUP BY name
+		HAVING bool_and(status IN ('COMPLETE', 'SKIP')) ORDER BY name`, r.schema))
+	if err != nil {
+		return "", err
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	if len(done) == 0 {
+		return "no series done to re-open", nil
+	}
+	n := min(len(done), 8+int(f.pick2*8))
+	first := int(f.pick * float64(len(done)-n))
+	grids := make([]slot.Series, n)
+	for i, name := range done[first : first+n] {
+		grids[i] = r.sc.byName[name]
+	}
 	cs, closeConn, err := r.clients(ctx, true, grids...)
 	if err != nil {
 		return "", err
@@ -491,7 +507,7 @@ func (r *round) reopenSeries(ctx context.Context, f plannedFault) (string, error
 		changed += int(res.Changed)
 		held += len(res.Held)
 	}
-	return fmt.Sprintf("series %s to %s: %d re-opened, %d held", r.sc.series[first].Name(), r.sc.series[first+n-1].Name(), changed, held), nil
+	return fmt.Sprintf("series %s to %s: %d re-opened, %d held", grids[0].Name(), grids[n-1].Name(), changed, held), nil
 }
 
 // materialize inserts the rest of the range with three concurrent

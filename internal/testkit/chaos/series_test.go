@@ -59,3 +59,36 @@ func TestChaosSeries(t *testing.T) {
 // tenantName names series i of a many-series round, as the worker does
 // (its engineSeries).
 func tenantName(i int) string { return fmt.Sprintf("%s_%04d", seriesPrefix, i) }
+
+// TestCheckConcurrency: the per-job check of a many-series round flags two
+// attempts of one series by one process that overlap, and only those: not
+// consecutive ones, not those of other processes or series, not the
+// suite's ejections, and not one that began MaxWork after the attempt it
+// overlaps (a locked-mode handler the engine abandoned).
+func TestCheckConcurrency(t *testing.T) {
+	at := func(ms int) time.Time { return rangeFrom.Add(time.Duration(ms) * time.Millisecond) }
+	ended := func(ms int) *time.Time { e := at(ms); return &e }
+	attempt := func(fence int64, pid int32, name, mode string, from int, to *time.Time) entry {
+		return entry{fence: fence, pid: pid, name: name, worker: "w", mode: mode, slotStart: rangeFrom, started: at(from), ended: to}
+	}
+	maxWork := map[string]time.Duration{"w": time.Second}
+	for _, c := range []struct {
+		name    string
+		entries []entry
+		flagged bool
+	}{
+		{"consecutive", []entry{attempt(1, 1, "a", "locked", 0, ended(100)), attempt(2, 1, "a", "locked", 100, ended(200))}, false},
+		{"overlapping", []entry{attempt(1, 1, "a", "locked", 0, ended(100)), attempt(2, 1, "a", "locked", 50, ended(200))}, true},
+		{"still running", []entry{attempt(1, 1, "a", "lease", 0, nil), attempt(2, 1, "a", "lease", 50, ended(200))}, true},
+		{"other process", []entry{attempt(1, 1, "a", "locked", 0, ended(100)), attempt(2, 2, "a", "locked", 50, ended(200))}, false},
+		{"other series", []entry{attempt(1, 1, "a", "locked", 0, ended(100)), attempt(2, 1, "b", "locked", 50, ended(200))}, false},
+		{"ejection", []entry{attempt(1, 1, "a", "lease", 0, ended(100)), attempt(2, 1, "a", "eject", 50, ended(200))}, false},
+		{"abandoned", []entry{attempt(1, 1, "a", "locked", 0, ended(1500)), attempt(2, 1, "a", "locked", 1250, ended(1400))}, false},
+	} {
+		rep := &report{}
+		rep.checkConcurrency(c.entries, maxWork)
+		if got := len(rep.violations) > 0; got != c.flagged {
+			t.Errorf("%s: flagged %v, want %v (%v)", c.name, got, c.flagged, rep.violations)
+		}
+	}
+}
