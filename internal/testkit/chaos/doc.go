@@ -48,7 +48,8 @@
 // lease mode, two as the hostile role), each an almanac.Client with a job
 // per series over 1,000 one-minute series (2 slots each, 8 with
 // ALMANAC_LONG_TESTS), which the engines register and materialize as they
-// start. Re-opens take whole series, and there is no materialize wave.
+// start. Re-opens take whole series that are done, and there is no
+// materialize wave.
 // The invariants above hold per series and slot; besides, every series
 // got every slot done, and no process ran two attempts of one job at once
 // (Job.Concurrency 1), save a locked-mode handler abandoned past its

@@ -95,7 +95,7 @@ func (w *worker) runEngine(ctx context.Context, iv slot.Interval) error {
 // the effect row is the proof of the commit.
 func (w *worker) engineLocked(ctx context.Context, tx pgx.Tx, s acquire.Slot, rng *rand.Rand) error {
 	if err := w.ledger.begin(ctx, s, uuid.Nil, time.Time{}); err != nil {
-		w.ledger.abort(ctx, s.Fence, err)
+		w.ledger.abort(ctx, s, err)
 		return err
 	}
 	err := w.lockedWork(ctx, tx, s, rng)
@@ -142,7 +142,7 @@ func (w *worker) engineLease(ctx context.Context, l *acquire.Lease, rng *rand.Ra
 		return err
 	}
 	if err := w.ledger.begin(ctx, l.Slot, owner, l.Until()); err != nil {
-		w.ledger.abort(ctx, l.Fence, err)
+		w.ledger.abort(ctx, l.Slot, err)
 		return err
 	}
 	var outcome, detail string

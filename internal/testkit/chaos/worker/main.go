@@ -55,6 +55,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (fence) DO NOTHING`
 	ledgerEnd = `UPDATE {{schema}}.chaos_ledger
 SET ended = coalesce(ended, clock_timestamp()), outcome = $2, detail = $3, lease_until = coalesce($4, lease_until)
 WHERE fence = $1`
+	// ledgerAbort ends an attempt whose start may or may not have been
+	// recorded: if the insert of ledgerStart is still in flight, it waits
+	// for it (ON CONFLICT), and if it never lands, the attempt is recorded
+	// as begun and ended now.
+	ledgerAbort = `INSERT INTO {{schema}}.chaos_ledger (fence, name, slot_start, worker, pid, mode, ended, outcome, detail)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), 'aborted', $7)
+ON CONFLICT (fence) DO UPDATE SET ended = coalesce(chaos_ledger.ended, clock_timestamp()),
+    outcome = coalesce(chaos_ledger.outcome, 'aborted'), detail = coalesce(chaos_ledger.detail, $7)`
 	effect = `INSERT INTO {{schema}}.chaos_effect (name, slot_start, fence) VALUES ($1, $2, $3)`
 )
 
@@ -178,7 +186,8 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 
 	w := &worker{cfg: cfg, log: logger, pool: pool, effect: sqlschema.Render(effect, cfg.schema),
 		ledger: &ledger{pool: ledgerPool, log: logger, worker: cfg.name, mode: cfg.mode,
-			start: sqlschema.Render(ledgerStart, cfg.schema), end: sqlschema.Render(ledgerEnd, cfg.schema)}}
+			start: sqlschema.Render(ledgerStart, cfg.schema), end: sqlschema.Render(ledgerEnd, cfg.schema),
+			abortSQL: sqlschema.Render(ledgerAbort, cfg.schema)}}
 	if cfg.seriesCount > 0 {
 		return w.runEngine(ctx, iv)
 	}
@@ -512,6 +521,7 @@ type ledger struct {
 	log          *slog.Logger
 	worker, mode string
 	start, end   string
+	abortSQL     string
 }
 
 // begin records the start of the attempt holding s (s.Fence). It gives up
@@ -548,12 +558,20 @@ func (l *ledger) finish(ctx context.Context, fence int64, outcome, detail string
 	}
 }
 
-// abort ends the attempt holding fence if begin recorded it although it
-// failed (its context ended while the insert committed): the engine goes
-// on to the job's next slot once the handler returns, and the suite must
-// not see two attempts of one job running at once.
-func (l *ledger) abort(ctx context.Context, fence int64, err error) {
-	l.finish(ctx, fence, "aborted", "begin: "+err.Error(), time.Time{})
+// abort ends the attempt holding s after begin failed: its context ended
+// while the insert may have committed, or be committing still. The engine
+// goes on to the job's next slot once the handler returns, and the suite
+// must not see two attempts of one job running at once.
+func (l *ledger) abort(ctx context.Context, s acquire.Slot, cause error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := retry(wctx, l.log, "ledger abort", func() error {
+		_, err := l.exec(wctx, l.abortSQL, s.Fence, s.Name, s.Start, l.worker, os.Getpid(), l.mode, "begin: "+cause.Error())
+		return err
+	})
+	if err != nil {
+		l.log.Error("ledger abort not recorded", "fence", s.Fence, "error", err)
+	}
 }
 
 func (l *ledger) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
