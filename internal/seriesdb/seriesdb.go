@@ -296,6 +296,10 @@ func parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, 
 	return grid, nil
 }
 
+// noTimeouts begins a transaction without the role's statement and lock
+// timeouts, in the same round trip.
+var noTimeouts = pgx.TxOptions{BeginQuery: `BEGIN; SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0`}
+
 // AddMany registers the series of grids with two statements, whatever
 // their number: an INSERT of them all that leaves registered ones alone,
 // and a SELECT of their definitions. It returns the definitions in the
@@ -303,7 +307,15 @@ func parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, 
 // error wrapping ErrSeriesConflict (the first one found); a name that fails
 // input.CheckName is refused before anything is written. Transient faults
 // are retried.
-func AddMany(ctx context.Context, q Querier, schema string, grids []slot.Series) ([]Definition, error) {
+//
+// The INSERT runs in a transaction of its own without the role's statement
+// and lock timeouts: the processes of a fleet start together and register
+// the same series, so an INSERT waits for the others' to commit, which a
+// role's lock_timeout would turn into an error of Start.
+func AddMany(ctx context.Context, q interface {
+	Querier
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}, schema string, grids []slot.Series) ([]Definition, error) {
 	n := len(grids)
 	names, intervals, zones, origins := make([]string, n), make([]string, n), make([]string, n), make([]time.Time, n)
 	for i, g := range grids {
@@ -313,10 +325,12 @@ func AddMany(ctx context.Context, q Querier, schema string, grids []slot.Series)
 		names[i], intervals[i], zones[i], origins[i] = g.Name(), g.Interval().String(), g.Location().String(), g.Origin()
 	}
 	err := retry.Do(ctx, func(ctx context.Context) error {
-		_, err := q.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
-		ON CONFLICT (name, "interval") DO NOTHING`, schema), names, intervals, zones, origins)
-		return err
+		return pgx.BeginTxFunc(ctx, q, noTimeouts, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series (name, "interval", time_zone, origin)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+			ON CONFLICT (name, "interval") DO NOTHING`, schema), names, intervals, zones, origins)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, err

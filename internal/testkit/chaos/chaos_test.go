@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,11 +75,7 @@ var (
 // workers' handlers (225 ms and more of each) outlast the role's
 // idle-in-transaction (200 ms) and statement (150 ms) timeouts every time:
 // if almanac did not override them, those workers would complete nothing.
-var fleetPlan = []struct {
-	mode             string
-	hostile          bool
-	workMin, workMax time.Duration
-}{
+var fleetPlan = []fleetWorker{
 	{"locked", false, 100 * time.Millisecond, 500 * time.Millisecond},
 	{"locked", true, 450 * time.Millisecond, 650 * time.Millisecond},
 	{"locked", false, 100 * time.Millisecond, 500 * time.Millisecond},
@@ -91,31 +88,82 @@ var fleetPlan = []struct {
 	{"lease", false, 100 * time.Millisecond, 500 * time.Millisecond},
 }
 
+// fleetWorker is a worker of a round's fleet: its mode, whether it connects
+// as the hostile role, and how long its handlers run.
+type fleetWorker struct {
+	mode             string
+	hostile          bool
+	workMin, workMax time.Duration
+}
+
 // firstPart is the share of the range the workers materialize as they
 // start; the rest comes with the materialize fault.
 const firstPart = 0.6
 
-func TestChaos(t *testing.T) {
-	seed, soak := settings(t)
-	cluster := startCluster(t)
-	bin := buildWorker(t)
-	admin := connect(t, cluster.URL("postgres"))
-	_, err := admin.Exec(context.Background(), `CREATE ROLE `+hostileRole+` LOGIN;
-		-- Role defaults that break code that assumes the server's: almanac
-		-- must override each of them where it matters.
-		ALTER ROLE `+hostileRole+` SET statement_timeout = '150ms';
-		ALTER ROLE `+hostileRole+` SET lock_timeout = '50ms';
-		ALTER ROLE `+hostileRole+` SET idle_in_transaction_session_timeout = '200ms';
-		ALTER ROLE `+hostileRole+` SET default_transaction_isolation = 'serializable'`)
-	if err != nil {
-		t.Fatal(err)
+// scenario is the shape of a round: its series (one grid each, all of the
+// same interval), the range every series covers, and its fleet.
+type scenario struct {
+	series []slot.Series
+	byName map[string]slot.Series
+	// from and to bound the range of every series: [from, to).
+	from, to time.Time
+	fleet    []fleetWorker
+	// engine: the workers run the root package's engine over every series
+	// (the worker's -series-count), which registers the series and
+	// materializes their range itself; else they work the one series with
+	// acquire, and the suite registers it and materializes its range.
+	engine bool
+}
+
+func newScenario(t *testing.T, names []string, from, to time.Time, fleet []fleetWorker, engine bool) *scenario {
+	sc := &scenario{byName: map[string]slot.Series{}, from: from, to: to, fleet: fleet, engine: engine}
+	for _, name := range names {
+		grid, err := slot.NewSeries(name, mustInterval(interval), time.UTC, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.series = append(sc.series, grid)
+		sc.byName[name] = grid
 	}
+	return sc
+}
+
+// slots is how many slots the round's range holds, over every series.
+func (sc *scenario) slots() int {
+	return len(sc.series) * int(sc.to.Sub(sc.from)/mustInterval(interval).Clock())
+}
+
+// designatedSkip reports whether the workers skip the slot of series name
+// with grid index i: when i plus the number ending the name (0 for none)
+// is a multiple of skipEvery, the worker's rule (worker.skip), so that the
+// series of a many-series round, which share one grid, do not all skip the
+// same starts.
+func designatedSkip(name string, i int64) bool {
+	n, err := strconv.ParseInt(name[strings.LastIndexByte(name, '_')+1:], 10, 64)
+	if err != nil {
+		n = 0
+	}
+	return (i+n)%skipEvery == 0
+}
+
+// TestChaos works one series with acquire's claim loops in every mode.
+func TestChaos(t *testing.T) {
+	chaos(t, func(t *testing.T) *scenario {
+		return newScenario(t, []string{seriesName}, rangeFrom, rangeTo, fleetPlan, false)
+	})
+}
+
+// chaos runs rounds of the scenario sc returns: one, or back to back for
+// ALMANAC_CHAOS_SOAK, on the suite's cluster.
+func chaos(t *testing.T, sc func(*testing.T) *scenario) {
+	seed, soak := settings(t)
+	env := suiteEnv(t)
 	began := time.Now()
 	for n := 0; ; n++ {
 		s := seed + int64(n)
 		ok := t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
-			r := &round{t: t, seed: s, cluster: cluster, admin: admin, bin: bin,
-				schema: fmt.Sprintf("chaos_%d", n), rng: rand.New(rand.NewPCG(uint64(s), 0))}
+			r := &round{t: t, sc: sc(t), seed: s, cluster: env.cluster, admin: env.admin, bin: env.bin,
+				schema: fmt.Sprintf("chaos_%d", rounds.Add(1)), rng: rand.New(rand.NewPCG(uint64(s), 0))}
 			r.run()
 		})
 		if !ok || time.Since(began) >= soak {
@@ -143,10 +191,53 @@ func settings(t *testing.T) (seed int64, soak time.Duration) {
 	return seed, soak
 }
 
-// startCluster starts the suite's own server, which it may restart and
-// crash without disturbing other tests.
-func startCluster(t *testing.T) *pgcluster.Cluster {
+// env is what the suite's tests share, set up by the first that needs it
+// and torn down by TestMain: the suite's own server, which it may restart
+// and crash without disturbing other tests, with the hostile role; the
+// suite's pool on it; and the worker program.
+type env struct {
+	cluster *pgcluster.Cluster
+	admin   *pgxpool.Pool
+	bin     string
+}
+
+var (
+	shared     *env
+	sharedErr  error
+	sharedOnce sync.Once
+	// rounds numbers the test binary's rounds: each works in a schema of
+	// its own on the shared server.
+	rounds atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.admin.Close()
+		if err := shared.cluster.Destroy(); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: destroy the cluster:", err)
+			code = max(code, 1)
+		}
+		_ = os.RemoveAll(filepath.Dir(shared.bin))
+	}
+	os.Exit(code)
+}
+
+// suiteEnv returns the shared environment, setting it up on first use.
+func suiteEnv(t *testing.T) *env {
 	t.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = newEnv() })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func newEnv() (*env, error) {
+	bin, err := buildWorker()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{
@@ -160,36 +251,40 @@ func startCluster(t *testing.T) *pgcluster.Cluster {
 		"max_connections": "200",
 	}})
 	if err != nil {
-		t.Fatal(err)
+		_ = os.RemoveAll(filepath.Dir(bin))
+		return nil, err
 	}
-	t.Cleanup(func() {
-		if err := c.Destroy(); err != nil {
-			t.Error(err)
-		}
-	})
-	return c
-}
-
-func connect(t *testing.T, url string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), url)
+	e := &env{cluster: c, bin: bin}
+	if e.admin, err = pgxpool.New(ctx, c.URL("postgres")); err == nil {
+		_, err = e.admin.Exec(ctx, `CREATE ROLE `+hostileRole+` LOGIN;
+		-- Role defaults that break code that assumes the server's: almanac
+		-- must override each of them where it matters.
+		ALTER ROLE `+hostileRole+` SET statement_timeout = '150ms';
+		ALTER ROLE `+hostileRole+` SET lock_timeout = '50ms';
+		ALTER ROLE `+hostileRole+` SET idle_in_transaction_session_timeout = '200ms';
+		ALTER ROLE `+hostileRole+` SET default_transaction_isolation = 'serializable'`)
+	}
 	if err != nil {
-		t.Fatal(err)
+		if e.admin != nil {
+			e.admin.Close()
+		}
+		_ = c.Destroy()
+		_ = os.RemoveAll(filepath.Dir(bin))
+		return nil, err
 	}
-	t.Cleanup(pool.Close)
-	return pool
+	return e, nil
 }
 
 // round is one run of the scenario, in its own schema.
 type round struct {
 	t       *testing.T
+	sc      *scenario
 	seed    int64
 	rng     *rand.Rand // only used while planning, on the test goroutine
 	cluster *pgcluster.Cluster
 	admin   *pgxpool.Pool
 	bin     string
 	schema  string
-	grid    slot.Series
 	specs   []*workerSpec
 	fleet   *fleet
 	faults  faultLog
@@ -247,30 +342,29 @@ func (r *round) run() {
 	}
 }
 
-// setup migrates the round's schema, registers the series, and adds the
-// instruments: the ledger and effect tables the workers write, and a
-// trigger that records every change of a slot's status, fence or owner
-// with the id of the transaction that made it.
+// setup migrates the round's schema, registers the series unless the
+// workers' engines do, and adds the instruments: the ledger and effect
+// tables the workers write, and a trigger that records every change of a
+// slot's status, fence or owner with the id of the transaction that made
+// it.
 func (r *round) setup() {
 	t := r.t
 	ctx := context.Background()
 	if _, err := migrations.Up(ctx, r.admin, r.schema); err != nil {
 		t.Fatal(err)
 	}
-	grid, err := slot.NewSeries(seriesName, mustInterval(interval), time.UTC, time.Time{})
-	if err != nil {
-		t.Fatal(err)
+	if !r.sc.engine {
+		if _, _, err := seriesdb.Add(ctx, r.admin, r.schema, r.sc.series[0]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	r.grid = grid
-	if _, _, err := seriesdb.Add(ctx, r.admin, r.schema, grid); err != nil {
-		t.Fatal(err)
-	}
-	_, err = r.admin.Exec(ctx, sqlschema.Render(`
+	_, err := r.admin.Exec(ctx, sqlschema.Render(`
 -- One row per attempt (acquisition), keyed by its fencing token, written by
 -- the worker over its own autocommit pool: it outlives the slot's
 -- transaction. started and ended are on the database clock.
 CREATE TABLE {{schema}}.chaos_ledger (
     fence       bigint PRIMARY KEY,
+    name        text NOT NULL,
     slot_start  timestamptz NOT NULL,
     worker      text NOT NULL,
     pid         integer NOT NULL,
@@ -286,6 +380,7 @@ CREATE TABLE {{schema}}.chaos_ledger (
 -- transaction. No unique key, so duplicates are counted, not prevented.
 CREATE TABLE {{schema}}.chaos_effect (
     id         bigserial PRIMARY KEY,
+    name       text NOT NULL,
     slot_start timestamptz NOT NULL,
     fence      bigint NOT NULL,
     xid        bigint NOT NULL DEFAULT txid_current(),
@@ -294,6 +389,7 @@ CREATE TABLE {{schema}}.chaos_effect (
 -- What the engine did to each slot, committed with it or not at all.
 CREATE TABLE {{schema}}.chaos_history (
     id              bigserial PRIMARY KEY,
+    name            text NOT NULL,
     slot_start      timestamptz NOT NULL,
     xid             bigint NOT NULL DEFAULT txid_current(),
     at              timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -308,8 +404,8 @@ CREATE TABLE {{schema}}.chaos_history (
 CREATE FUNCTION {{schema}}.chaos_record() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO {{schema}}.chaos_history
-        (slot_start, old_status, new_status, old_fence, new_fence, old_owner, new_owner, old_lease_until)
-    VALUES (NEW.slot_start, OLD.status, NEW.status, OLD.fence, NEW.fence, OLD.owner, NEW.owner, OLD.lease_until);
+        (name, slot_start, old_status, new_status, old_fence, new_fence, old_owner, new_owner, old_lease_until)
+    VALUES (NEW.name, NEW.slot_start, OLD.status, NEW.status, OLD.fence, NEW.fence, OLD.owner, NEW.owner, OLD.lease_until);
     RETURN NULL;
 END $$;
 CREATE TRIGGER chaos_record AFTER UPDATE ON {{schema}}.slot FOR EACH ROW
@@ -328,34 +424,42 @@ func (r *round) hostileURL() string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", hostileRole, r.cluster.Port())
 }
 
-// workers returns the fleet's specs. Each worker materializes an
-// overlapping piece of the first part of the range as it starts, so the
-// pieces are inserted by several processes at once.
+// workers returns the fleet's specs. In a one-series round each worker
+// materializes an overlapping piece of the first part of the range as it
+// starts, so the pieces are inserted by several processes at once; in a
+// many-series round each runs the engine over every series.
 func (r *round) workers() []*workerSpec {
-	first := int(firstPart * float64(slots))
-	step := first / len(fleetPlan)
+	first := int(firstPart * float64(r.sc.slots()))
+	step := first / len(r.sc.fleet)
 	var specs []*workerSpec
-	for i, w := range fleetPlan {
-		lo := max(0, i*step-r.rng.IntN(step))
-		hi := min(first, (i+1)*step+r.rng.IntN(step))
-		if i == len(fleetPlan)-1 {
-			hi = first
-		}
+	for i, w := range r.sc.fleet {
 		name := fmt.Sprintf("w%02d-%s", i+1, w.mode)
 		db := r.cluster.URL("postgres")
 		if w.hostile {
 			name += "-hostile"
 			db = r.hostileURL()
 		}
-		specs = append(specs, &workerSpec{name: name, mode: w.mode, args: []string{
+		args := []string{
 			"-db", db, "-ledger-db", r.cluster.URL("postgres"),
-			"-schema", r.schema, "-series", seriesName, "-interval", interval, "-name", name, "-mode", w.mode,
-			"-from", rangeFrom.Format(time.RFC3339), "-to", rangeTo.Format(time.RFC3339),
-			"-materialize", minute(lo).Format(time.RFC3339) + "/" + minute(hi).Format(time.RFC3339),
+			"-schema", r.schema, "-interval", interval, "-name", name, "-mode", w.mode,
+			"-from", r.sc.from.Format(time.RFC3339), "-to", r.sc.to.Format(time.RFC3339),
 			"-work-min", w.workMin.String(), "-work-max", w.workMax.String(),
 			"-dead-man", deadMan.String(), "-lease-ttl", leaseTTL.String(),
 			"-fail-rate", fmt.Sprint(failRate), "-skip-every", fmt.Sprint(skipEvery),
-		}})
+		}
+		if r.sc.engine {
+			args = append(args, "-series", seriesPrefix, "-series-count", fmt.Sprint(len(r.sc.series)),
+				"-concurrency", fmt.Sprint(engineConcurrency))
+		} else {
+			lo := max(0, i*step-r.rng.IntN(step))
+			hi := min(first, (i+1)*step+r.rng.IntN(step))
+			if i == len(r.sc.fleet)-1 {
+				hi = first
+			}
+			args = append(args, "-series", seriesName,
+				"-materialize", minute(lo).Format(time.RFC3339)+"/"+minute(hi).Format(time.RFC3339))
+		}
+		specs = append(specs, &workerSpec{name: name, mode: w.mode, args: args})
 	}
 	return specs
 }
@@ -363,11 +467,11 @@ func (r *round) workers() []*workerSpec {
 // minute returns the start of slot i of the range.
 func minute(i int) time.Time { return rangeFrom.Add(time.Duration(i) * time.Minute) }
 
-// counts returns how many slots of the series exist and how many are done
-// (COMPLETE or SKIP).
+// counts returns how many slots exist and how many are done (COMPLETE or
+// SKIP): the round's schema holds only its series.
 func (r *round) counts(ctx context.Context) (total, done int, err error) {
 	err = r.admin.QueryRow(ctx, sqlschema.Render(`SELECT count(*), count(*) FILTER (WHERE status IN ('COMPLETE', 'SKIP'))
-		FROM {{schema}}.slot WHERE name = $1 AND "interval" = $2`, r.schema), seriesName, interval).Scan(&total, &done)
+		FROM {{schema}}.slot`, r.schema)).Scan(&total, &done)
 	return total, done, err
 }
 
@@ -380,12 +484,12 @@ func (r *round) drain(faultsEnd time.Time) (time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		total, done, err = r.counts(ctx)
 		cancel()
-		if err == nil && total == slots && done == slots {
+		if err == nil && total == r.sc.slots() && done == r.sc.slots() {
 			return time.Since(faultsEnd), nil
 		}
 		if time.Since(faultsEnd) > drainBound {
 			return 0, fmt.Errorf("%d of %d slots done %s after the last fault (%d exist; last error: %v); bound %s\n%s",
-				done, slots, time.Since(faultsEnd).Round(time.Millisecond), total, err, drainBound, r.openSlots())
+				done, r.sc.slots(), time.Since(faultsEnd).Round(time.Millisecond), total, err, drainBound, r.openSlots())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -393,22 +497,22 @@ func (r *round) drain(faultsEnd time.Time) (time.Duration, error) {
 
 // openSlots describes the slots not done, for a drain failure.
 func (r *round) openSlots() string {
-	rows, err := r.admin.Query(context.Background(), sqlschema.Render(`SELECT slot_start, status, fence, attempts, fail_count,
+	rows, err := r.admin.Query(context.Background(), sqlschema.Render(`SELECT name, slot_start, status, fence, attempts, fail_count,
 		coalesce(message, ''), owner::text, lease_until, not_before
-		FROM {{schema}}.slot WHERE status NOT IN ('COMPLETE', 'SKIP') ORDER BY slot_start LIMIT 20`, r.schema))
+		FROM {{schema}}.slot WHERE status NOT IN ('COMPLETE', 'SKIP') ORDER BY slot_start, name LIMIT 20`, r.schema))
 	if err != nil {
 		return err.Error()
 	}
 	var b strings.Builder
 	var start time.Time
-	var status, message string
+	var name, status, message string
 	var fence int64
 	var attempts, failures int
 	var owner *string
 	var until, notBefore *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&start, &status, &fence, &attempts, &failures, &message, &owner, &until, &notBefore}, func() error {
-		fmt.Fprintf(&b, "open slot %s: %s fence %d attempts %d failures %d owner %v lease_until %v not_before %v message %q\n",
-			start.UTC().Format(time.RFC3339), status, fence, attempts, failures, deref(owner), deref(until), deref(notBefore), message)
+	_, err = pgx.ForEachRow(rows, []any{&name, &start, &status, &fence, &attempts, &failures, &message, &owner, &until, &notBefore}, func() error {
+		fmt.Fprintf(&b, "open slot %s %s: %s fence %d attempts %d failures %d owner %v lease_until %v not_before %v message %q\n",
+			name, start.UTC().Format(time.RFC3339), status, fence, attempts, failures, deref(owner), deref(until), deref(notBefore), message)
 		return nil
 	})
 	if err != nil {

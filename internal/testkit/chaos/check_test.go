@@ -15,9 +15,19 @@ import (
 	"github.com/almanacdev/almanac/internal/sqlschema"
 )
 
+// slotKey names a slot: its series and start (UTC). The zero key names
+// the whole round.
+type slotKey struct {
+	name  string
+	start time.Time
+}
+
+func (k slotKey) String() string { return k.name + " " + k.start.Format(time.RFC3339) + "/" + interval }
+
 // entry is an attempt as the worker recorded it in the ledger.
 type entry struct {
 	fence      int64
+	name       string
 	slotStart  time.Time
 	worker     string
 	pid        int32
@@ -33,12 +43,14 @@ type entry struct {
 // effect is an effect row: committed, so accepted.
 type effect struct {
 	id, fence, xid       int64
+	name                 string
 	slotStart, writtenAt time.Time
 }
 
 // change is a committed change of a slot row, recorded by the trigger.
 type change struct {
 	id, xid              int64
+	name                 string
 	slotStart, at        time.Time
 	oldStatus, newStatus string
 	oldFence, newFence   int64
@@ -53,9 +65,9 @@ type slotRow struct {
 	fence          int64
 }
 
-// violation is a broken invariant, about one slot (zero for the range).
+// violation is a broken invariant, about one slot (zero for the round).
 type violation struct {
-	slot   time.Time
+	slot   slotKey
 	what   string
 	fences []int64 // the attempts involved
 }
@@ -63,6 +75,7 @@ type violation struct {
 // report is what the checks found.
 type report struct {
 	slots, complete, skipped int
+	series, seriesDone       int // series, and those with every slot done
 	entries, open            int
 	refused, rolledBack      int
 	effects, expected        int
@@ -73,16 +86,16 @@ type report struct {
 	drain, total             time.Duration
 
 	// For describing violations.
-	ledger    map[time.Time][]entry
-	history   map[time.Time][]change
+	ledger    map[slotKey][]entry
+	history   map[slotKey][]change
 	effectsOf map[int64][]effect // by fence
 }
 
-func (rep *report) fail(slot time.Time, format string, args ...any) {
+func (rep *report) fail(slot slotKey, format string, args ...any) {
 	rep.violations = append(rep.violations, violation{slot: slot, what: fmt.Sprintf(format, args...)})
 }
 
-func (rep *report) failFences(slot time.Time, fences []int64, format string, args ...any) {
+func (rep *report) failFences(slot slotKey, fences []int64, format string, args ...any) {
 	rep.violations = append(rep.violations, violation{slot: slot, what: fmt.Sprintf(format, args...), fences: fences})
 }
 
@@ -92,90 +105,110 @@ func (r *round) check() *report {
 	t := r.t
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep := &report{ledger: map[time.Time][]entry{}, history: map[time.Time][]change{}, effectsOf: map[int64][]effect{}}
+	rep := &report{ledger: map[slotKey][]entry{}, history: map[slotKey][]change{}, effectsOf: map[int64][]effect{}}
+	from, to := r.sc.from, r.sc.to
 
-	rows := load(ctx, r, `SELECT name, "interval", slot_start, slot_end, status, fence FROM {{schema}}.slot ORDER BY slot_start`,
+	rows := load(ctx, r, `SELECT name, "interval", slot_start, slot_end, status, fence FROM {{schema}}.slot ORDER BY name, slot_start`,
 		func(s *slotRow) []any { return []any{&s.name, &s.interval, &s.start, &s.end, &s.status, &s.fence} })
-	entries := load(ctx, r, `SELECT fence, slot_start, worker, pid, mode, owner::text, lease_until, started, ended, outcome, detail
+	entries := load(ctx, r, `SELECT fence, name, slot_start, worker, pid, mode, owner::text, lease_until, started, ended, outcome, detail
 		FROM {{schema}}.chaos_ledger ORDER BY fence`,
 		func(e *entry) []any {
-			return []any{&e.fence, &e.slotStart, &e.worker, &e.pid, &e.mode, &e.owner, &e.leaseUntil, &e.started, &e.ended, &e.outcome, &e.detail}
+			return []any{&e.fence, &e.name, &e.slotStart, &e.worker, &e.pid, &e.mode, &e.owner, &e.leaseUntil, &e.started, &e.ended, &e.outcome, &e.detail}
 		})
-	effects := load(ctx, r, `SELECT id, fence, xid, slot_start, written_at FROM {{schema}}.chaos_effect ORDER BY id`,
-		func(e *effect) []any { return []any{&e.id, &e.fence, &e.xid, &e.slotStart, &e.writtenAt} })
-	changes := load(ctx, r, `SELECT id, xid, slot_start, at, old_status, new_status, old_fence, new_fence,
+	effects := load(ctx, r, `SELECT id, fence, xid, name, slot_start, written_at FROM {{schema}}.chaos_effect ORDER BY id`,
+		func(e *effect) []any { return []any{&e.id, &e.fence, &e.xid, &e.name, &e.slotStart, &e.writtenAt} })
+	changes := load(ctx, r, `SELECT id, xid, name, slot_start, at, old_status, new_status, old_fence, new_fence,
 		old_owner::text, new_owner::text, old_lease_until FROM {{schema}}.chaos_history ORDER BY id`,
 		func(c *change) []any {
-			return []any{&c.id, &c.xid, &c.slotStart, &c.at, &c.oldStatus, &c.newStatus, &c.oldFence, &c.newFence,
+			return []any{&c.id, &c.xid, &c.name, &c.slotStart, &c.at, &c.oldStatus, &c.newStatus, &c.oldFence, &c.newFence,
 				&c.oldOwner, &c.newOwner, &c.oldLeaseUntil}
 		})
 
-	byStart := map[time.Time]slotRow{}
+	outside := func(start time.Time) bool { return start.Before(from) || !start.Before(to) }
+	byKey := map[slotKey]slotRow{}
 	for _, s := range rows {
+		k := slotKey{s.name, s.start.UTC()}
 		switch {
-		case s.name != seriesName || s.interval != interval:
-			rep.fail(s.start.UTC(), "row of series %q %s, which nobody asked for", s.name, s.interval)
-		case s.start.Before(rangeFrom) || !s.start.Before(rangeTo):
-			rep.fail(s.start.UTC(), "slot outside the requested range [%s, %s)", rangeFrom.Format(time.RFC3339), rangeTo.Format(time.RFC3339))
+		case r.sc.byName[s.name].Name() == "" || s.interval != interval:
+			rep.fail(k, "row of series %q %s, which nobody asked for", s.name, s.interval)
+		case outside(s.start):
+			rep.fail(k, "slot outside the requested range [%s, %s)", from.Format(time.RFC3339), to.Format(time.RFC3339))
 		default:
-			byStart[s.start.UTC()] = s
+			byKey[k] = s
 		}
 	}
 	for _, e := range entries {
-		rep.ledger[e.slotStart.UTC()] = append(rep.ledger[e.slotStart.UTC()], e)
+		k := slotKey{e.name, e.slotStart.UTC()}
+		rep.ledger[k] = append(rep.ledger[k], e)
 	}
 	for _, e := range effects {
 		rep.effectsOf[e.fence] = append(rep.effectsOf[e.fence], e)
 	}
 	for _, c := range changes {
-		rep.history[c.slotStart.UTC()] = append(rep.history[c.slotStart.UTC()], c)
+		k := slotKey{c.name, c.slotStart.UTC()}
+		rep.history[k] = append(rep.history[k], c)
 	}
-	effectsBySlot := map[time.Time][]effect{}
+	effectsBySlot := map[slotKey][]effect{}
 	for _, e := range effects {
-		effectsBySlot[e.slotStart.UTC()] = append(effectsBySlot[e.slotStart.UTC()], e)
-		if e.slotStart.Before(rangeFrom) || !e.slotStart.Before(rangeTo) {
-			rep.fail(e.slotStart.UTC(), "effect (fence %d) outside the requested range", e.fence)
+		k := slotKey{e.name, e.slotStart.UTC()}
+		effectsBySlot[k] = append(effectsBySlot[k], e)
+		if outside(e.slotStart) {
+			rep.fail(k, "effect (fence %d) outside the requested range", e.fence)
 		}
 	}
-	for start := range rep.ledger {
-		if start.Before(rangeFrom) || !start.Before(rangeTo) {
-			rep.fail(start, "attempt outside the requested range")
+	for k := range rep.ledger {
+		if outside(k.start) {
+			rep.fail(k, "attempt outside the requested range")
 		}
 	}
 
-	// Gaps, as the engine sees them.
-	c, err := coverage.New(ctx, r.admin, r.grid, coverage.Options{Schema: r.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for g, err := range c.Gaps(ctx, rangeFrom, rangeTo) {
+	rep.slots, rep.entries, rep.effects, rep.series = len(byKey), len(entries), len(effects), len(r.sc.series)
+	for _, grid := range r.sc.series {
+		// Gaps, as the engine sees them.
+		c, err := coverage.New(ctx, r.admin, grid, coverage.Options{Schema: r.schema})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep.fail(g.Start.UTC(), "gap of %d slot(s) until %s", g.Slots, g.End.UTC().Format(time.RFC3339))
+		for g, err := range c.Gaps(ctx, from, to) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep.fail(slotKey{grid.Name(), g.Start.UTC()}, "gap of %d slot(s) until %s", g.Slots, g.End.UTC().Format(time.RFC3339))
+		}
+		done := true
+		for sl := range grid.Slots(from, to) {
+			k := slotKey{grid.Name(), sl.Start.UTC()}
+			row, ok := byKey[k]
+			if !ok {
+				rep.fail(k, "slot missing")
+				done = false
+				continue
+			}
+			wantSkip := designatedSkip(grid.Name(), sl.Index)
+			switch {
+			case row.status == "COMPLETE" && !wantSkip:
+				rep.complete++
+			case row.status == "SKIP" && wantSkip:
+				rep.skipped++
+			default:
+				rep.fail(k, "ended %s; expected %s", row.status, map[bool]string{true: "SKIP", false: "COMPLETE"}[wantSkip])
+				done = false
+			}
+			if !row.end.Equal(sl.End) {
+				rep.fail(k, "slot_end %s; expected %s", row.end.UTC().Format(time.RFC3339), sl.End.UTC().Format(time.RFC3339))
+			}
+			rep.checkSlot(k, row, effectsBySlot[k])
+		}
+		if done {
+			rep.seriesDone++
+		}
 	}
-
-	rep.slots, rep.entries, rep.effects = len(byStart), len(entries), len(effects)
-	for sl := range r.grid.Slots(rangeFrom, rangeTo) {
-		start := sl.Start.UTC()
-		row, ok := byStart[start]
-		if !ok {
-			rep.fail(start, "slot missing")
-			continue
+	if r.sc.engine {
+		maxWork := map[string]time.Duration{}
+		for i, s := range r.specs {
+			maxWork[s.name] = 10 * r.sc.fleet[i].workMax // the worker's Policy.MaxWork
 		}
-		wantSkip := sl.Index%skipEvery == 0
-		switch {
-		case row.status == "COMPLETE" && !wantSkip:
-			rep.complete++
-		case row.status == "SKIP" && wantSkip:
-			rep.skipped++
-		default:
-			rep.fail(start, "ended %s; expected %s", row.status, map[bool]string{true: "SKIP", false: "COMPLETE"}[wantSkip])
-		}
-		if !row.end.Equal(sl.End) {
-			rep.fail(start, "slot_end %s; expected %s", row.end.UTC().Format(time.RFC3339), sl.End.UTC().Format(time.RFC3339))
-		}
-		rep.checkSlot(start, row, effectsBySlot[start])
+		rep.checkConcurrency(entries, maxWork)
 	}
 	for _, e := range entries {
 		if e.ended == nil {
@@ -197,12 +230,12 @@ func (r *round) check() *report {
 	}
 	for _, s := range r.specs {
 		if rep.byWorker[s.name] == 0 {
-			rep.fail(time.Time{}, "worker %s completed no slot", s.name)
+			rep.fail(slotKey{}, "worker %s completed no slot", s.name)
 		}
 	}
 	// The same count from the suite's side: each re-opened slot once more.
 	if want := rep.complete + int(r.reopened.Load()); rep.effects != want {
-		rep.fail(time.Time{}, "%d effects; expected %d (%d COMPLETE slots + %d re-opened by the suite)",
+		rep.fail(slotKey{}, "%d effects; expected %d (%d COMPLETE slots + %d re-opened by the suite)",
 			rep.effects, want, rep.complete, r.reopened.Load())
 	}
 	return rep
@@ -222,9 +255,38 @@ func load[T any](ctx context.Context, r *round, sql string, dest func(*T) []any)
 	return out
 }
 
+// checkConcurrency checks that no job of an engine ran more than one
+// worker at a time in a process (Job.Concurrency 1): the attempts one
+// process recorded for one series never overlap. A handler records its
+// attempt's end before it returns, and the engine starts the job's next
+// unit only after, so the check cannot fail while the limit holds. One
+// exception: a locked-mode handler that does not return within a grace
+// after its MaxWork is abandoned (its transaction with it, see
+// acquire.Handler), and the job's worker goes on; so an attempt that
+// began at least MaxWork after the one it overlaps is not counted.
+func (rep *report) checkConcurrency(entries []entry, maxWork map[string]time.Duration) {
+	type job struct {
+		pid  int32
+		name string
+	}
+	last := map[job]entry{}
+	for _, e := range slices.SortedFunc(slices.Values(entries), func(a, b entry) int { return a.started.Compare(b.started) }) {
+		if e.mode == "eject" { // the suite's own holds
+			continue
+		}
+		j := job{e.pid, e.name}
+		if prev, ok := last[j]; ok && (prev.ended == nil || e.started.Before(*prev.ended)) && e.started.Sub(prev.started) < maxWork[prev.worker] {
+			rep.failFences(slotKey{e.name, e.slotStart.UTC()}, []int64{prev.fence, e.fence},
+				"pid %d ran attempt %d (slot %s) while its attempt %d (slot %s) was running: more workers than Job.Concurrency 1",
+				e.pid, e.fence, e.slotStart.UTC().Format(time.RFC3339), prev.fence, prev.slotStart.UTC().Format(time.RFC3339))
+		}
+		last[j] = e
+	}
+}
+
 // checkSlot checks one slot's history, effects and ledger against each
 // other.
-func (rep *report) checkSlot(start time.Time, row slotRow, effects []effect) {
+func (rep *report) checkSlot(start slotKey, row slotRow, effects []effect) {
 	history := rep.history[start]
 	entries := rep.ledger[start]
 	byXid := map[int64][]effect{}
@@ -410,11 +472,11 @@ func (rep *report) describe(r *round, limit int) string {
 			fmt.Fprintf(&b, "... and %d more violation(s)\n", len(rep.violations)-limit)
 			break
 		}
-		if v.slot.IsZero() {
+		if v.slot == (slotKey{}) {
 			fmt.Fprintf(&b, "VIOLATION (seed %d): %s\n", r.seed, v.what)
 			continue
 		}
-		fmt.Fprintf(&b, "VIOLATION (seed %d) slot %s/%s: %s\n", r.seed, v.slot.Format(time.RFC3339), interval, v.what)
+		fmt.Fprintf(&b, "VIOLATION (seed %d) slot %s: %s\n", r.seed, v.slot, v.what)
 		for _, e := range rep.ledger[v.slot] {
 			mark := " "
 			if slices.Contains(v.fences, e.fence) {
@@ -459,14 +521,17 @@ func (r *round) summary(rep *report) string {
 	fmt.Fprintf(&b, "chaos round, seed %d (replay: ALMANAC_CHAOS_SEED=%d)\n", r.seed, r.seed)
 	modes := map[string]int{}
 	hostile := 0
-	for _, w := range fleetPlan {
+	for _, w := range r.sc.fleet {
 		modes[w.mode]++
 		if w.hostile {
 			hostile++
 		}
 	}
 	fmt.Fprintf(&b, "  workers:    %d processes (%d locked, %d batch, %d lease; %d as role %s), %d incarnations\n",
-		len(fleetPlan), modes["locked"], modes["batch"], modes["lease"], hostile, hostileRole, r.fleet.incarnations())
+		len(r.sc.fleet), modes["locked"], modes["batch"], modes["lease"], hostile, hostileRole, r.fleet.incarnations())
+	if r.sc.engine {
+		fmt.Fprintf(&b, "              each runs almanac.Client with a job per series (Concurrency %d, each job 1)\n", engineConcurrency)
+	}
 	count := map[string]int{}
 	for _, f := range r.faults.all() {
 		count[f.kind]++
@@ -475,7 +540,12 @@ func (r *round) summary(rep *report) string {
 	for _, k := range faultKinds {
 		fmt.Fprintf(&b, " %s=%d", k, count[k])
 	}
-	fmt.Fprintf(&b, " (+ %d workers materializing overlapping pieces at start, %d connecting as %s)\n", len(fleetPlan), hostile, hostileRole)
+	start := "materializing overlapping pieces"
+	if r.sc.engine {
+		start = "registering every series and materializing its range"
+	}
+	fmt.Fprintf(&b, " (+ %d workers %s at start, %d connecting as %s)\n", len(r.sc.fleet), start, hostile, hostileRole)
+	fmt.Fprintf(&b, "  series:     %d (%d with every slot done)\n", rep.series, rep.seriesDone)
 	fmt.Fprintf(&b, "  slots:      %d (%d COMPLETE, %d SKIP); attempts %d (%d left open by killed workers)\n",
 		rep.slots, rep.complete, rep.skipped, rep.entries, rep.open)
 	fmt.Fprintf(&b, "  effects:    %d (expected %d; %d re-opened slots done again), duplicates %d, missing %d\n",

@@ -1,7 +1,7 @@
 // Package chaos is almanac's reliability suite: real worker processes, real
 // faults, and an exactly-once check from the outside. It has no API; its
-// test (TestChaos) is the suite, and internal/chaos/worker is the worker
-// program it builds.
+// tests (TestChaos, TestChaosSeries) are the suite, and internal/chaos/worker
+// is the worker program they build.
 //
 // The test starts its own PostgreSQL cluster (pgcluster, TCP on 127.0.0.1,
 // durable settings so that an immediate shutdown is a real crash recovery).
@@ -43,6 +43,18 @@
 //     fenced out (refused, killed, frozen, cut off) or the later one's
 //     transaction rolled back before its token took effect.
 //
+// TestChaosSeries runs the same faults and checks against the root
+// package's engine over many series: six workers (locked, batched and
+// lease mode, two as the hostile role), each an almanac.Client with a job
+// per series over 1,000 one-minute series (2 slots each, 8 with
+// ALMANAC_LONG_TESTS), which the engines register and materialize as they
+// start. Re-opens take whole series that are done, and there is no
+// materialize wave.
+// The invariants above hold per series and slot; besides, every series
+// got every slot done, and no process ran two attempts of one job at once
+// (Job.Concurrency 1), save a locked-mode handler abandoned past its
+// MaxWork. The two tests share one server and one build of the worker.
+//
 // The seed fixes the plan: which faults fire, at which points of progress,
 // and the random choices they make. The interleaving with the workers is
 // not reproducible, so a replay runs the same plan, not the same history.
@@ -54,14 +66,16 @@
 // Environment:
 //
 //	ALMANAC_CHAOS_SEED=N    replay the round of seed N (default: the clock)
-//	ALMANAC_LONG_TESTS=1    rounds of 2,400 slots instead of 1,200
+//	ALMANAC_LONG_TESTS=1    rounds of 2,400 slots instead of 1,200, and
+//	                        8 slots per series instead of 2
 //	ALMANAC_CHAOS_SOAK=30m  run rounds back to back (seeds N, N+1, …) for
 //	                        that long, on one cluster, stopping at the first
 //	                        failure
 //
 // For example:
 //
-//	go test -race -v -run TestChaos ./internal/chaos/
-//	ALMANAC_CHAOS_SEED=1234 go test -v -run TestChaos ./internal/chaos/
-//	ALMANAC_CHAOS_SOAK=30m go test -v -timeout 40m -run TestChaos ./internal/chaos/
+//	go test -race -v -run 'TestChaos$' ./internal/testkit/chaos/
+//	go test -race -v -run TestChaosSeries ./internal/testkit/chaos/
+//	ALMANAC_CHAOS_SEED=1234 go test -v -run 'TestChaos$' ./internal/testkit/chaos/
+//	ALMANAC_CHAOS_SOAK=30m go test -v -timeout 40m -run 'TestChaos$' ./internal/testkit/chaos/
 package chaos

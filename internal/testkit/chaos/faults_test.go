@@ -20,6 +20,7 @@ import (
 	"github.com/almanacdev/almanac/acquire"
 	"github.com/almanacdev/almanac/coverage"
 	"github.com/almanacdev/almanac/internal/sqlschema"
+	"github.com/almanacdev/almanac/slot"
 )
 
 // Fault kinds, in the order the summary lists them.
@@ -70,8 +71,11 @@ func (r *round) plan() []plannedFault {
 	for range 2 {
 		add(faultReopen, 0.3, 0.85, "")
 	}
-	// Before the workers run out of the first part of the range.
-	add(faultMaterialize, 0.1, 0.35, "")
+	// Before the workers run out of the first part of the range. The
+	// engines of a many-series round materialize their ranges themselves.
+	if !r.sc.engine {
+		add(faultMaterialize, 0.1, 0.35, "")
+	}
 	add(faultRestartFast, 0.15, 0.45, "")
 	add(faultRestartImmediate, 0.5, 0.85, "")
 	slices.SortStableFunc(plan, func(a, b plannedFault) int { return cmp.Compare(a.at, b.at) })
@@ -123,13 +127,13 @@ func (r *round) inject(plan []plannedFault) (time.Time, error) {
 		}
 		if time.Since(began) > phaseBound {
 			return time.Time{}, fmt.Errorf("faults not over %s after the start, at %d of %d slots done, with %d fault(s) still planned\n%s",
-				phaseBound, last, slots, len(plan), r.openSlots())
+				phaseBound, last, r.sc.slots(), len(plan), r.openSlots())
 		}
 		if time.Since(lastChange) > stallBound {
 			return time.Time{}, fmt.Errorf("no progress for %s at %d of %d slots done, with %d fault(s) still planned\n%s",
-				stallBound, last, slots, len(plan), r.openSlots())
+				stallBound, last, r.sc.slots(), len(plan), r.openSlots())
 		}
-		for len(plan) > 0 && plan[0].at*float64(slots) <= float64(last) {
+		for len(plan) > 0 && plan[0].at*float64(r.sc.slots()) <= float64(last) {
 			f := plan[0]
 			plan = plan[1:]
 			wg.Go(func() { r.fire(f) })
@@ -260,18 +264,19 @@ func (r *round) eject(p *proc) (*ejection, error) {
 	defer r.restart.RUnlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var name string
 	var start time.Time
 	var from int64
-	err := r.admin.QueryRow(ctx, sqlschema.Render(`SELECT l.slot_start, l.fence FROM {{schema}}.chaos_ledger l
-		JOIN {{schema}}.slot s ON s.name = $2 AND s."interval" = $3 AND s.slot_start = l.slot_start AND s.fence = l.fence AND s.status = 'ACQUIRED'
-		WHERE l.pid = $1 AND l.ended IS NULL ORDER BY l.fence LIMIT 1`, r.schema), p.pid, seriesName, interval).Scan(&start, &from)
+	err := r.admin.QueryRow(ctx, sqlschema.Render(`SELECT l.name, l.slot_start, l.fence FROM {{schema}}.chaos_ledger l
+		JOIN {{schema}}.slot s ON s.name = l.name AND s."interval" = $2 AND s.slot_start = l.slot_start AND s.fence = l.fence AND s.status = 'ACQUIRED'
+		WHERE l.pid = $1 AND l.ended IS NULL ORDER BY l.fence LIMIT 1`, r.schema), p.pid, interval).Scan(&name, &start, &from)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	q, err := acquire.New(ctx, r.admin, r.grid, acquire.Options{Schema: r.schema, Policy: acquire.Policy{LeaseTTL: leaseTTL}})
+	q, err := acquire.New(ctx, r.admin, r.sc.byName[name], acquire.Options{Schema: r.schema, Policy: acquire.Policy{LeaseTTL: leaseTTL}})
 	if err != nil {
 		return nil, err
 	}
@@ -282,8 +287,8 @@ func (r *round) eject(p *proc) (*ejection, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = r.admin.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.chaos_ledger (fence, slot_start, worker, pid, mode, owner, lease_until)
-		VALUES ($1, $2, 'suite', $3, 'eject', $4, $5)`, r.schema), l.Fence, l.Start, os.Getpid(), q.Owner(), l.Until())
+	_, err = r.admin.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.chaos_ledger (fence, name, slot_start, worker, pid, mode, owner, lease_until)
+		VALUES ($1, $2, $3, 'suite', $4, 'eject', $5, $6)`, r.schema), l.Fence, name, l.Start, os.Getpid(), q.Owner(), l.Until())
 	if err != nil {
 		return nil, err
 	}
@@ -396,11 +401,12 @@ func (r *round) terminate(f plannedFault) (string, error) {
 	return strings.Join(names, ", "), nil
 }
 
-// client opens a coverage client on a connection of its own as the hostile
-// role or the superuser. coverage.New reads the series with one plain
-// SELECT, which the hostile role's 150 ms statement timeout may cancel on a
-// busy machine; that is the role doing its job, so it is tried again.
-func (r *round) client(ctx context.Context, hostile bool) (*coverage.Client, func(), error) {
+// clients opens a coverage client of each of grids on one connection of
+// its own as the hostile role or the superuser. coverage.New reads the
+// series with one plain SELECT, which the hostile role's 150 ms statement
+// timeout may cancel on a busy machine; that is the role doing its job, so
+// it is tried again.
+func (r *round) clients(ctx context.Context, hostile bool, grids ...slot.Series) ([]*coverage.Client, func(), error) {
 	url := r.cluster.URL("postgres")
 	if hostile {
 		url = r.hostileURL()
@@ -410,24 +416,31 @@ func (r *round) client(ctx context.Context, hostile bool) (*coverage.Client, fun
 		return nil, nil, err
 	}
 	closeConn := func() { _ = conn.Close(context.Background()) }
-	for attempt := 1; ; attempt++ {
-		c, err := coverage.New(ctx, conn, r.grid, coverage.Options{Schema: r.schema, ChunkSize: 100})
-		var pgErr *pgconn.PgError
-		if err == nil {
-			return c, closeConn, nil
-		}
-		if attempt == 5 || !errors.As(err, &pgErr) || pgErr.Code != "57014" { // query_canceled
-			closeConn()
-			return nil, nil, err
+	cs := make([]*coverage.Client, len(grids))
+	for i, grid := range grids {
+		for attempt := 1; cs[i] == nil; attempt++ {
+			cs[i], err = coverage.New(ctx, conn, grid, coverage.Options{Schema: r.schema, ChunkSize: 100})
+			var pgErr *pgconn.PgError
+			if err != nil && (attempt == 5 || !errors.As(err, &pgErr) || pgErr.Code != "57014") { // query_canceled
+				closeConn()
+				return nil, nil, err
+			}
 		}
 	}
+	return cs, closeConn, nil
 }
 
 // reopen re-opens, as the hostile role, 100 to 200 slots of the range's
-// completed beginning: late data arrived, the slots must be done again.
+// completed beginning: late data arrived, the slots must be done again. In
+// a many-series round it re-opens the whole range of 8 to 16 series.
 func (r *round) reopen(f plannedFault) (string, error) {
 	r.restart.RLock()
 	defer r.restart.RUnlock()
+	if r.sc.engine {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		return r.reopenSeries(ctx, f)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var firstOpen time.Time
@@ -442,12 +455,12 @@ func (r *round) reopen(f plannedFault) (string, error) {
 	if done > width {
 		lo = int(f.pick * float64(done-width))
 	}
-	c, closeConn, err := r.client(ctx, true)
+	cs, closeConn, err := r.clients(ctx, true, r.sc.series[0])
 	if err != nil {
 		return "", err
 	}
 	defer closeConn()
-	res, err := c.Reopen(ctx, minute(lo), minute(lo+width), coverage.WriteOptions{
+	res, err := cs[0].Reopen(ctx, minute(lo), minute(lo+width), coverage.WriteOptions{
 		States: []string{"COMPLETE"}, Reason: "chaos: late data"})
 	if err != nil {
 		return "", fmt.Errorf("reopen as %s: %w", hostileRole, err)
@@ -455,6 +468,46 @@ func (r *round) reopen(f plannedFault) (string, error) {
 	r.reopened.Add(res.Changed)
 	return fmt.Sprintf("[%s, %s): %d re-opened, %d held", minute(lo).Format(time.RFC3339), minute(lo+width).Format(time.RFC3339),
 		res.Changed, len(res.Held)), nil
+}
+
+// reopenSeries re-opens, as the hostile role, the COMPLETE slots of 8 to
+// 16 consecutive series of a many-series round among those with every slot
+// done, one series at a time.
+func (r *round) reopenSeries(ctx context.Context, f plannedFault) (string, error) {
+	rows, err := r.admin.Query(ctx, sqlschema.Render(`SELECT name FROM {{schema}}.slot GROUP BY name
+		HAVING bool_and(status IN ('COMPLETE', 'SKIP')) ORDER BY name`, r.schema))
+	if err != nil {
+		return "", err
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	if len(done) == 0 {
+		return "no series done to re-open", nil
+	}
+	n := min(len(done), 8+int(f.pick2*8))
+	first := int(f.pick * float64(len(done)-n))
+	grids := make([]slot.Series, n)
+	for i, name := range done[first : first+n] {
+		grids[i] = r.sc.byName[name]
+	}
+	cs, closeConn, err := r.clients(ctx, true, grids...)
+	if err != nil {
+		return "", err
+	}
+	defer closeConn()
+	var changed, held int
+	for i, c := range cs {
+		res, err := c.Reopen(ctx, r.sc.from, r.sc.to, coverage.WriteOptions{States: []string{"COMPLETE"}, Reason: "chaos: late data"})
+		if err != nil {
+			return "", fmt.Errorf("reopen %s as %s: %w", grids[i].Name(), hostileRole, err)
+		}
+		r.reopened.Add(res.Changed)
+		changed += int(res.Changed)
+		held += len(res.Held)
+	}
+	return fmt.Sprintf("series %s to %s: %d re-opened, %d held", grids[0].Name(), grids[n-1].Name(), changed, held), nil
 }
 
 // materialize inserts the rest of the range with three concurrent
@@ -477,13 +530,13 @@ func (r *round) materialize(f plannedFault) (string, error) {
 	var wg sync.WaitGroup
 	for i, p := range pieces {
 		wg.Go(func() {
-			c, closeConn, err := r.client(ctx, i == 1)
+			cs, closeConn, err := r.clients(ctx, i == 1, r.sc.series[0])
 			if err != nil {
 				errs[i] = err
 				return
 			}
 			defer closeConn()
-			res, err := c.Materialize(ctx, minute(p[0]), minute(p[1]), coverage.WriteOptions{})
+			res, err := cs[0].Materialize(ctx, minute(p[0]), minute(p[1]), coverage.WriteOptions{})
 			inserted[i], errs[i] = res.Inserted, err
 		})
 	}

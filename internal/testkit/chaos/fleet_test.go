@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -17,21 +18,25 @@ import (
 	"time"
 )
 
-// buildWorker builds the worker program once per test binary, with the
-// race detector if the test has it: a worker that reports a race exits 66,
-// which fails the round.
-func buildWorker(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "worker")
+// buildWorker builds the worker program into a directory of its own, with
+// the race detector if the test has it: a worker that reports a race exits
+// 66, which fails the round.
+func buildWorker() (string, error) {
+	dir, err := os.MkdirTemp("", "chaos-worker-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "worker")
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
 	out, err := exec.Command("go", append(args, "./worker")...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("build the worker: %v\n%s", err, out)
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("build the worker: %w\n%s", err, out)
 	}
-	return bin
+	return bin, nil
 }
 
 // workerSpec is one worker of the fleet; a killed worker is restarted with

@@ -2,6 +2,8 @@
 // internal/chaos, which builds and drives it). It works the slots of one
 // series in one acquisition mode — locked (Queue.Run), batched locked
 // (Queue.RunBatch) or lease (Queue.Claim, KeepAlive, Lease.CompleteTx) —
+// or, with -series-count, runs the root package's engine (almanac.Client)
+// with a job per series over many series in one of those modes (engine.go),
 // and for every slot it holds it
 //
 //   - writes one effect row in the slot's transaction (the exactly-once
@@ -27,6 +29,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,12 +50,20 @@ import (
 // The ledger and effect tables are created by the suite in the series'
 // schema; their columns are documented there.
 const (
-	ledgerStart = `INSERT INTO {{schema}}.chaos_ledger (fence, slot_start, worker, pid, mode, owner, lease_until)
-VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (fence) DO NOTHING`
+	ledgerStart = `INSERT INTO {{schema}}.chaos_ledger (fence, name, slot_start, worker, pid, mode, owner, lease_until)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (fence) DO NOTHING`
 	ledgerEnd = `UPDATE {{schema}}.chaos_ledger
 SET ended = coalesce(ended, clock_timestamp()), outcome = $2, detail = $3, lease_until = coalesce($4, lease_until)
 WHERE fence = $1`
-	effect = `INSERT INTO {{schema}}.chaos_effect (slot_start, fence) VALUES ($1, $2)`
+	// ledgerAbort ends an attempt whose start may or may not have been
+	// recorded: if the insert of ledgerStart is still in flight, it waits
+	// for it (ON CONFLICT), and if it never lands, the attempt is recorded
+	// as begun and ended now.
+	ledgerAbort = `INSERT INTO {{schema}}.chaos_ledger (fence, name, slot_start, worker, pid, mode, ended, outcome, detail)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp(), 'aborted', $7)
+ON CONFLICT (fence) DO UPDATE SET ended = coalesce(chaos_ledger.ended, clock_timestamp()),
+    outcome = coalesce(chaos_ledger.outcome, 'aborted'), detail = coalesce(chaos_ledger.detail, $7)`
+	effect = `INSERT INTO {{schema}}.chaos_effect (name, slot_start, fence) VALUES ($1, $2, $3)`
 )
 
 // skipReason marks the slots the suite expects to end SKIP.
@@ -65,7 +76,7 @@ type config struct {
 	db, ledgerDB, schema, series, interval string
 	name, mode                             string
 	from, to, matFrom, matTo               time.Time
-	concurrency                            int
+	concurrency, seriesCount               int
 	workMin, workMax                       time.Duration
 	deadMan, leaseTTL                      time.Duration
 	failRate                               float64
@@ -79,14 +90,15 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.db, "db", "", "connection URL for the engine's pool (may name a role with hostile settings)")
 	flag.StringVar(&c.ledgerDB, "ledger-db", "", "connection URL for the ledger")
 	flag.StringVar(&c.schema, "schema", "", "almanac schema")
-	flag.StringVar(&c.series, "series", "", "series name")
+	flag.StringVar(&c.series, "series", "", "series name (with -series-count, the prefix of the series' names)")
+	flag.IntVar(&c.seriesCount, "series-count", 0, "run the root package's engine on this many series, <series>_0000 and on (0: work -series with acquire)")
 	flag.StringVar(&c.interval, "interval", "", "series interval")
 	flag.StringVar(&c.name, "name", "", "this worker's name in the ledger and in application_name")
 	flag.StringVar(&c.mode, "mode", "", "locked, batch or lease")
 	flag.StringVar(&from, "from", "", "first slot start to work (RFC 3339)")
 	flag.StringVar(&to, "to", "", "end of the range to work (RFC 3339, exclusive)")
 	flag.StringVar(&materialize, "materialize", "", "FROM/TO: a piece of the range to materialize at startup")
-	flag.IntVar(&c.concurrency, "concurrency", 2, "goroutines working slots")
+	flag.IntVar(&c.concurrency, "concurrency", 2, "goroutines working slots (the engine's Options.Concurrency)")
 	flag.DurationVar(&c.workMin, "work-min", 100*time.Millisecond, "shortest handler run")
 	flag.DurationVar(&c.workMax, "work-max", 300*time.Millisecond, "longest handler run")
 	flag.DurationVar(&c.deadMan, "dead-man", 2*time.Second, "acquire.Policy.DeadMan")
@@ -174,7 +186,11 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 
 	w := &worker{cfg: cfg, log: logger, pool: pool, effect: sqlschema.Render(effect, cfg.schema),
 		ledger: &ledger{pool: ledgerPool, log: logger, worker: cfg.name, mode: cfg.mode,
-			start: sqlschema.Render(ledgerStart, cfg.schema), end: sqlschema.Render(ledgerEnd, cfg.schema)}}
+			start: sqlschema.Render(ledgerStart, cfg.schema), end: sqlschema.Render(ledgerEnd, cfg.schema),
+			abortSQL: sqlschema.Render(ledgerAbort, cfg.schema)}}
+	if cfg.seriesCount > 0 {
+		return w.runEngine(ctx, iv)
+	}
 	// The server may be restarting while we start: keep trying.
 	err = retry(ctx, logger, "load the series", func() error {
 		def, err := seriesdb.Get(ctx, pool, cfg.schema, cfg.series, iv)
@@ -183,14 +199,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}
 		w.grid = def.Grid
 		w.queue, err = acquire.New(ctx, pool, def.Grid, acquire.Options{
-			Schema: cfg.schema, From: cfg.from, To: cfg.to, Reserve: reserve, Logger: logger,
-			Policy: acquire.Policy{
-				MaxWork: 10 * cfg.workMax, DeadMan: cfg.deadMan, LeaseTTL: cfg.leaseTTL,
-				// Frozen holders are taken over as soon as their lease ends, so
-				// that every round exercises takeovers and fencing.
-				TakeoverGrace: -1,
-				Retry:         acquire.Exponential(100*time.Millisecond, 500*time.Millisecond, 0.5),
-			},
+			Schema: cfg.schema, From: cfg.from, To: cfg.to, Reserve: reserve, Logger: logger, Policy: cfg.policy(),
 		})
 		return err
 	})
@@ -224,6 +233,18 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// policy is the acquisition policy of every mode: short holds, so that
+// recovery fits in a CI run.
+func (c config) policy() acquire.Policy {
+	return acquire.Policy{
+		MaxWork: 10 * c.workMax, DeadMan: c.deadMan, LeaseTTL: c.leaseTTL,
+		// Frozen holders are taken over as soon as their lease ends, so
+		// that every round exercises takeovers and fencing.
+		TakeoverGrace: -1,
+		Retry:         acquire.Exponential(100*time.Millisecond, 500*time.Millisecond, 0.5),
+	}
 }
 
 func newPool(url, app string, maxConns int32, engine bool) (*pgxpool.Pool, error) {
@@ -272,8 +293,20 @@ func (w *worker) work(rng *rand.Rand) time.Duration {
 	return w.cfg.workMin + time.Duration(rng.Int64N(int64(w.cfg.workMax-w.cfg.workMin)+1))
 }
 
+// skip reports whether s is one of the slots the suite expects to end SKIP:
+// those whose grid index plus the number ending the series' name (0 for
+// none) is a multiple of -skip-every. The suite's check has the same rule
+// (designatedSkip), so that many series sharing one grid do not all skip
+// the same starts.
 func (w *worker) skip(s acquire.Slot) bool {
-	return w.cfg.skipEvery > 0 && s.Index%w.cfg.skipEvery == 0
+	if w.cfg.skipEvery <= 0 {
+		return false
+	}
+	n, err := strconv.ParseInt(s.Name[strings.LastIndexByte(s.Name, '_')+1:], 10, 64)
+	if err != nil {
+		n = 0
+	}
+	return (s.Index+n)%w.cfg.skipEvery == 0
 }
 
 // idle waits before looking for work again: nothing was acquirable, or
@@ -289,30 +322,11 @@ func (w *worker) lockedLoop(ctx context.Context, rng *rand.Rand) {
 	// handler runs on this goroutine, inside Run and RunBatch.
 	started := map[int64]bool{}
 	h := func(ctx context.Context, tx pgx.Tx, s acquire.Slot) error {
-		if err := w.ledger.begin(ctx, s.Slot, s.Fence, uuid.Nil, time.Time{}); err != nil {
+		if err := w.ledger.begin(ctx, s, uuid.Nil, time.Time{}); err != nil {
 			return err
 		}
 		started[s.Fence] = true
-		if w.skip(s) {
-			return acquire.Skip(skipReason)
-		}
-		// Half of the work waits in the worker, leaving the transaction
-		// idle; half runs in the database. Neither may be cut short by the
-		// role's idle-in-transaction or statement timeout.
-		d := w.work(rng)
-		if err := sleep(ctx, d/2); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, (d - d/2).Seconds()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, w.effect, s.Start, s.Fence); err != nil {
-			return err
-		}
-		if rng.Float64() < w.cfg.failRate {
-			return errInjected // after the effect: its rollback is part of the test
-		}
-		return nil
+		return w.lockedWork(ctx, tx, s, rng)
 	}
 	for ctx.Err() == nil {
 		var results []acquire.Result
@@ -346,6 +360,32 @@ func (w *worker) lockedLoop(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
+// lockedWork is a locked-mode handler's work once its attempt is recorded:
+// SKIP for the designated slots, else the effect in the slot's
+// transaction, and at -fail-rate a failure after it.
+func (w *worker) lockedWork(ctx context.Context, tx pgx.Tx, s acquire.Slot, rng *rand.Rand) error {
+	if w.skip(s) {
+		return acquire.Skip(skipReason)
+	}
+	// Half of the work waits in the worker, leaving the transaction
+	// idle; half runs in the database. Neither may be cut short by the
+	// role's idle-in-transaction or statement timeout.
+	d := w.work(rng)
+	if err := sleep(ctx, d/2); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, (d - d/2).Seconds()); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, w.effect, s.Name, s.Start, s.Fence); err != nil {
+		return err
+	}
+	if rng.Float64() < w.cfg.failRate {
+		return errInjected // after the effect: its rollback is part of the test
+	}
+	return nil
+}
+
 // leaseLoop claims one or two slots at a time, keeps them alive while it
 // works them one after the other, and completes each with CompleteTx.
 func (w *worker) leaseLoop(ctx context.Context, rng *rand.Rand) {
@@ -373,7 +413,7 @@ func (w *worker) lease(ctx context.Context, rng *rand.Rand, l *acquire.Lease) {
 	// Final writes must land even when shutdown has begun.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := w.ledger.begin(ctx, l.Slot.Slot, l.Fence, w.queue.Owner(), l.Until()); err != nil {
+	if err := w.ledger.begin(ctx, l.Slot, w.queue.Owner(), l.Until()); err != nil {
 		// Shut down before the attempt was recorded: it never started.
 		_ = l.Release(wctx)
 		return
@@ -459,7 +499,7 @@ func (w *worker) completeOnce(ctx context.Context, l *acquire.Lease) (unknown bo
 	if err := l.CompleteTx(ctx, tx); err != nil {
 		return false, err
 	}
-	if _, err := tx.Exec(ctx, w.effect, l.Start, l.Fence); err != nil {
+	if _, err := tx.Exec(ctx, w.effect, l.Name, l.Start, l.Fence); err != nil {
 		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -481,17 +521,18 @@ type ledger struct {
 	log          *slog.Logger
 	worker, mode string
 	start, end   string
+	abortSQL     string
 }
 
-// begin records the start of the attempt holding fence. It gives up only
-// when ctx is done.
-func (l *ledger) begin(ctx context.Context, s slot.Slot, fence int64, owner uuid.UUID, until time.Time) error {
+// begin records the start of the attempt holding s (s.Fence). It gives up
+// only when ctx is done.
+func (l *ledger) begin(ctx context.Context, s acquire.Slot, owner uuid.UUID, until time.Time) error {
 	var ownerArg, untilArg any
 	if owner != uuid.Nil {
 		ownerArg, untilArg = owner, until
 	}
 	return retry(ctx, l.log, "ledger start", func() error {
-		_, err := l.exec(ctx, l.start, fence, s.Start, l.worker, os.Getpid(), l.mode, ownerArg, untilArg)
+		_, err := l.exec(ctx, l.start, s.Fence, s.Name, s.Start, l.worker, os.Getpid(), l.mode, ownerArg, untilArg)
 		return err
 	})
 }
@@ -514,6 +555,22 @@ func (l *ledger) finish(ctx context.Context, fence int64, outcome, detail string
 	})
 	if err != nil {
 		l.log.Error("ledger end not recorded", "fence", fence, "error", err)
+	}
+}
+
+// abort ends the attempt holding s after begin failed: its context ended
+// while the insert may have committed, or be committing still. The engine
+// goes on to the job's next slot once the handler returns, and the suite
+// must not see two attempts of one job running at once.
+func (l *ledger) abort(ctx context.Context, s acquire.Slot, cause error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := retry(wctx, l.log, "ledger abort", func() error {
+		_, err := l.exec(wctx, l.abortSQL, s.Fence, s.Name, s.Start, l.worker, os.Getpid(), l.mode, "begin: "+cause.Error())
+		return err
+	})
+	if err != nil {
+		l.log.Error("ledger abort not recorded", "fence", s.Fence, "error", err)
 	}
 }
 
