@@ -124,3 +124,60 @@ func TestHandlersSeeUpstreamGenerations(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, runReport(false).Upstream)
 }
+
+// TestStatusListsWhatWaitingSlotsWaitOn: a report day waiting for its
+// ingest lists the ingest hours it waits on, with their state and
+// failure, and the hours without a row as one MISSING part; the list is
+// bounded, and empty once nothing waits.
+func TestStatusListsWhatWaitingSlotsWaitOn(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
+	require.NoError(t, err)
+	day := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := db.Pool.Exec(ctx, sqlschema.Render(sql, db.Schema), args...)
+		require.NoError(t, err)
+	}
+	_, err = c.Materialize(ctx, report, day, day.AddDate(0, 0, 30), almanac.WriteOptions{})
+	require.NoError(t, err)
+	_, err = c.Materialize(ctx, ingest, day, day.Add(20*time.Hour), almanac.WriteOptions{})
+	require.NoError(t, err)
+	exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE name = 'ingest' AND slot_start < $1`, day.Add(18*time.Hour))
+	exec(`UPDATE {{schema}}.slot SET not_before = 'infinity', fail_count = 3, message = 'source offline' WHERE name = 'ingest' AND slot_start = $1`, day.Add(18*time.Hour))
+
+	st, err := c.Status(ctx, report, day, day.AddDate(0, 0, 30))
+	require.NoError(t, err)
+	require.EqualValues(t, 30, st.WaitingUpstream)
+	require.Len(t, st.WaitingOn, 20, "bounded")
+	first := st.WaitingOn[:3]
+	for _, n := range first {
+		require.Equal(t, day, n.Waiting)
+		require.Equal(t, "ingest", n.Name)
+		require.Equal(t, "PT1H", n.Interval)
+	}
+	require.Equal(t, []string{"AVAILABLE", "AVAILABLE", "MISSING"}, []string{first[0].Status, first[1].Status, first[2].Status})
+	require.Equal(t, day.Add(18*time.Hour), first[0].Start)
+	require.Equal(t, day.Add(19*time.Hour), first[0].End)
+	require.True(t, first[0].Parked)
+	require.Equal(t, "source offline", first[0].Message)
+	require.False(t, first[0].At.IsZero())
+	require.False(t, first[1].Parked)
+	require.Equal(t, day.Add(20*time.Hour), first[2].Start, "the hours without a row, as one part")
+	require.Equal(t, day.Add(24*time.Hour), first[2].End)
+	require.True(t, first[2].At.IsZero())
+	next := st.WaitingOn[3]
+	require.Equal(t, day.AddDate(0, 0, 1), next.Waiting, "then the next waiting day")
+	require.Equal(t, "MISSING", next.Status)
+
+	exec(`DELETE FROM {{schema}}.series_dependency`)
+	st, err = c.Status(ctx, report, day, day.AddDate(0, 0, 30))
+	require.NoError(t, err)
+	require.Zero(t, st.WaitingUpstream)
+	require.Nil(t, st.WaitingOn)
+}
