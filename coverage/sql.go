@@ -25,7 +25,8 @@ type statements struct {
 	heatmapAllRows                         string
 	compact, compactCount, mergeCompacted  string
 	restore, restoreSlots, compactedCount  string
-	hasUpstream, waitingUpstream, waitingOn string
+	hasUpstream, waitingUpstream           string
+	waitingOn                              string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
