@@ -425,11 +425,10 @@ func (s *server) waitingFor(ctx context.Context, t target, out *failures) error 
 		case n.Status == "AVAILABLE":
 			state = "open"
 		}
+		up := url.Values{"series": {n.Name}, "interval": {n.Interval}}.Encode()
 		out.WaitingOn = append(out.WaitingOn, waitingOn{Slot: slot.FormatTime(n.Waiting), SlotText: human(n.Waiting),
-			Series: n.Name, Shown: input.PrintableName(n.Name), Interval: n.Interval,
-			Query: url.Values{"series": {n.Name}, "interval": {n.Interval}}.Encode(),
-			From: slot.FormatTime(n.Start), To: slot.FormatTime(n.End), Text: human(n.Start) + " – " + human(n.End), State: state,
-			Message: n.Message})
+			Series: n.Name, Shown: input.PrintableName(n.Name), Interval: n.Interval, Query: up, From: slot.FormatTime(n.Start),
+			To: slot.FormatTime(n.End), Text: human(n.Start) + " – " + human(n.End), State: state, Message: n.Message})
 	}
 	return nil
 }
