@@ -15,6 +15,21 @@ import (
 	"github.com/almanacdev/almanac/internal/testkit/pgtest"
 )
 
+// reportAfterIngest returns a migrated schema with a PT1H series ingest
+// and a P1D series report in zone after it, and a client of it.
+func reportAfterIngest(t *testing.T, zone string) (*pgtest.DB, *almanac.Client, almanac.Series, almanac.Series) {
+	t.Helper()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{TimeZone: zone, After: []almanac.Series{ingest}})
+	require.NoError(t, err)
+	return db, c, ingest, report
+}
+
 // TestHandlersSeeUpstreamGenerations: a handler of a P1D report in
 // Europe/Berlin after a PT1H ingest is told which ingest hours its 23-hour
 // DST day covers, each with its generation and the keys the ingest's own
@@ -23,13 +38,7 @@ import (
 // generation. A series without dependencies gets no list.
 func TestHandlersSeeUpstreamGenerations(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.New(t)
-	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
-	require.NoError(t, err)
-	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
-	require.NoError(t, err)
-	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{TimeZone: "Europe/Berlin", After: []almanac.Series{ingest}})
-	require.NoError(t, err)
+	db, c, ingest, report := reportAfterIngest(t, "Europe/Berlin")
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	day := time.Date(2026, 3, 29, 0, 0, 0, 0, berlin) // 23 hours
@@ -131,20 +140,14 @@ func TestHandlersSeeUpstreamGenerations(t *testing.T) {
 // bounded, and empty once nothing waits.
 func TestStatusListsWhatWaitingSlotsWaitOn(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.New(t)
-	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
-	require.NoError(t, err)
-	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
-	require.NoError(t, err)
-	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
-	require.NoError(t, err)
+	db, c, ingest, report := reportAfterIngest(t, "UTC")
 	day := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		_, err := db.Pool.Exec(ctx, sqlschema.Render(sql, db.Schema), args...)
 		require.NoError(t, err)
 	}
-	_, err = c.Materialize(ctx, report, day, day.AddDate(0, 0, 30), almanac.WriteOptions{})
+	_, err := c.Materialize(ctx, report, day, day.AddDate(0, 0, 30), almanac.WriteOptions{})
 	require.NoError(t, err)
 	_, err = c.Materialize(ctx, ingest, day, day.Add(20*time.Hour), almanac.WriteOptions{})
 	require.NoError(t, err)
