@@ -24,8 +24,9 @@ type Series = slot.Series
 // Slot is what a handler sees of the slot it holds: its bounds and text
 // form, Key and ComputationKey for idempotency keys, the fencing token
 // (Fence), the generation, the attempt number, whether it took over from an
-// expired holder (TookOver), and the checkpoint of earlier attempts (Data).
-// Its fields are documented at acquire.Slot.
+// expired holder (TookOver), the checkpoint of earlier attempts (Data),
+// and for a series with upstream series the upstream slots it covers with
+// their generations (Upstream). Its fields are documented at acquire.Slot.
 type Slot = acquire.Slot
 
 // Lease is a slot held in lease mode: every write through it is guarded by

@@ -32,9 +32,10 @@ type Gap = coverage.Gap
 type Status = coverage.Status
 
 // Counts are the stored slots of a range by state (Complete, Skip,
-// Available, Backoff, Parked, Acquired, LeaseExpired), the oldest open
-// slot, the last completion and the last note. Its fields are documented at
-// coverage.Counts.
+// Available, Backoff, Parked, Acquired, LeaseExpired), the slots waiting
+// for an upstream series and what they wait on (WaitingUpstream,
+// WaitingOn), the oldest open slot, the last completion and the last
+// note. Its fields are documented at coverage.Counts.
 type Counts = coverage.Counts
 
 // Held is a slot an operation left alone because a worker holds it: its

@@ -354,7 +354,11 @@ func (q *Queue) scanLeases(rows pgx.Rows, sent time.Time) ([]*Lease, error) {
 	var at pgtype.TID
 	dest := append(r.dest(), &until, &at)
 	_, err := pgx.ForEachRow(rows, dest, func() error {
-		l := &Lease{Slot: r.slot(q), q: q, lost: make(chan struct{}), moved: make(chan struct{})}
+		s, err := r.slot(q)
+		if err != nil {
+			return err
+		}
+		l := &Lease{Slot: s, q: q, lost: make(chan struct{}), moved: make(chan struct{})}
 		l.renewed(sent, until, at)
 		out = append(out, l)
 		return nil

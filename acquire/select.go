@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -67,7 +68,10 @@ func (q *Queue) querySlots(ctx context.Context, tx pgx.Tx, sql string, max int, 
 	var heldFence, xid int64
 	var heldOwner pgtype.UUID
 	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner, &xid), func() error {
-		s := r.slot(q)
+		s, err := r.slot(q)
+		if err != nil {
+			return err
+		}
 		// Locked mode writes attempts at the end: this run is one more.
 		s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
 		out = append(out, s)
@@ -88,13 +92,16 @@ type slotRow struct {
 	message            *string
 	tookOver           bool
 	fence, generation  int64
+	upstream           []byte // the upstream fragment's JSON, nil without dependencies
 }
 
 func (r *slotRow) dest() []any {
-	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence, &r.generation}
+	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence, &r.generation, &r.upstream}
 }
 
-func (r *slotRow) slot(q *Queue) Slot {
+// slot returns the row as a Slot. It fails only when an upstream series'
+// row is unusable (written badly by another tool).
+func (r *slotRow) slot(q *Queue) (Slot, error) {
 	s := Slot{
 		Name: q.name, Fence: r.fence, Generation: r.generation, Attempt: r.attempts, FailCount: r.failures, TookOver: r.tookOver,
 	}
@@ -109,5 +116,43 @@ func (r *slotRow) slot(q *Queue) Slot {
 	if r.message != nil {
 		s.Message = *r.message
 	}
-	return s
+	if r.upstream != nil {
+		var err error
+		if s.Upstream, err = upstreamSlots(r.upstream); err != nil {
+			return Slot{}, err
+		}
+	}
+	return s, nil
+}
+
+// upstreamSlots decodes the upstream fragment's JSON (sql/fragments.sql):
+// the upstream slots, each on its own series' grid.
+func upstreamSlots(raw []byte) ([]Slot, error) {
+	var ups []struct {
+		N, I, Z string
+		O       time.Time
+		S       []struct {
+			S, E time.Time
+			G    int64
+		}
+	}
+	if err := json.Unmarshal(raw, &ups); err != nil {
+		return nil, fmt.Errorf("upstream slots: %w", err)
+	}
+	var out []Slot
+	for _, u := range ups {
+		grid, err := seriesdb.Parse(u.N, u.I, u.Z, u.O)
+		if err != nil {
+			return nil, fmt.Errorf("upstream slots: %w", err)
+		}
+		loc := grid.Location()
+		for _, x := range u.S {
+			s := Slot{Name: u.N, Generation: x.G, Slot: slot.Slot{Start: x.S.In(loc), End: x.E.In(loc), Interval: grid.Interval()}}
+			if g, err := grid.Floor(x.S); err == nil && g.Start.Equal(x.S) {
+				s.Slot.Index = g.Index
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }

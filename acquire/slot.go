@@ -51,6 +51,18 @@ type Slot struct {
 	// Message is the last failure, skip or re-open reason recorded on the
 	// slot, or "".
 	Message string
+	// Upstream lists, for a series that depends on others (see
+	// almanac.SeriesOptions.After), the upstream slots overlapping this
+	// one, by upstream series (name, then interval) and start, with the
+	// generation each had when this slot was acquired: the computations
+	// it covers. Their Key and ComputationKey are those the upstream's
+	// own handlers saw, so idempotency keys can name them. Only Name, the
+	// bounds (in the upstream's zone, Index on its grid) and Generation
+	// are set. For a slot judged due they are all COMPLETE or SKIP; a
+	// slot taken over from an expired lease lists them as they are now.
+	// Compacted upstream slots (see coverage's Compact) have no row and
+	// are not listed. Nil for a series without dependencies.
+	Upstream []Slot
 
 	heldFence int64       // the slot's fence before this acquisition
 	heldOwner pgtype.UUID // the expired lease's owner, for a locked-mode takeover

@@ -26,6 +26,7 @@ type statements struct {
 	compact, compactCount, mergeCompacted  string
 	restore, restoreSlots, compactedCount  string
 	hasUpstream, waitingUpstream           string
+	waitingOn                              string
 }
 
 // inRange selects the rows of the series starting in [$3, $4).
@@ -263,6 +264,44 @@ const waitingUpstreamSQL = `SELECT count(*) FROM {{schema}}.slot s WHERE ` + inR
 	AND EXISTS (SELECT FROM {{schema}}.series_dependency d WHERE d.name = $1 AND d."interval" = $2
 		AND NOT {{schema}}.upstream_done(d.up_name, d.up_interval, s.slot_start, s.slot_end))`
 
+// waitingOnSQL lists what the first $5 slots of [$3, $4) that wait for
+// an upstream series (as waitingUpstreamSQL counts them) wait on, at most
+// $5 rows in all, in slot order, then by upstream series and start: the
+// upstream rows overlapping the slot that are not COMPLETE or SKIP, and
+// the parts of the slot's span that no upstream row or compacted range
+// covers (status MISSING). The bound on the upstream starts is
+// upstream_done's (migration 9), for the primary key.
+const waitingOnSQL = `WITH w AS (
+	SELECT s.slot_start, s.slot_end FROM {{schema}}.slot s WHERE ` + inRange + ` AND s.status = 'AVAILABLE'
+		AND (s.not_before IS NULL OR s.not_before <= clock_timestamp())
+		AND EXISTS (SELECT FROM {{schema}}.series_dependency d WHERE d.name = $1 AND d."interval" = $2
+			AND NOT {{schema}}.upstream_done(d.up_name, d.up_interval, s.slot_start, s.slot_end))
+	ORDER BY s.slot_start LIMIT $5)
+SELECT w.slot_start, b.up_name, b.up_interval, b.lo, b.hi, b.status, b.parked, b.message, b.updated_at
+FROM w CROSS JOIN LATERAL (
+	SELECT d.up_name, d.up_interval, x.slot_start AS lo, x.slot_end AS hi, x.status, x.not_before = 'infinity' AS parked,
+		x.message, x.updated_at
+	FROM {{schema}}.series_dependency d
+	JOIN {{schema}}.slot x ON x.name = d.up_name AND x."interval" = d.up_interval
+		AND x.slot_start < w.slot_end AND x.slot_end > w.slot_start
+		AND x.slot_start > w.slot_start - 2 * d.up_interval::interval - interval '1 day'
+		AND x.status NOT IN ('COMPLETE', 'SKIP')
+	WHERE d.name = $1 AND d."interval" = $2
+	UNION ALL
+	SELECT d.up_name, d.up_interval, lower(m.r), upper(m.r), 'MISSING', false, NULL, NULL
+	FROM {{schema}}.series_dependency d
+	CROSS JOIN LATERAL unnest(tstzmultirange(tstzrange(w.slot_start, w.slot_end))
+		- (SELECT coalesce(range_agg(tstzrange(x.slot_start, x.slot_end)), '{}') FROM {{schema}}.slot x
+			WHERE x.name = d.up_name AND x."interval" = d.up_interval
+				AND x.slot_start < w.slot_end AND x.slot_end > w.slot_start
+				AND x.slot_start > w.slot_start - 2 * d.up_interval::interval - interval '1 day')
+		- (SELECT coalesce(range_agg(tstzrange(c.range_start, c.range_end)), '{}') FROM {{schema}}.slot_compacted c
+			WHERE c.name = d.up_name AND c."interval" = d.up_interval
+				AND c.range_start < w.slot_end AND c.range_end > w.slot_start)) AS m(r)
+	WHERE d.name = $1 AND d."interval" = $2) b
+ORDER BY w.slot_start, b.up_name, b.up_interval, b.lo
+LIMIT $5`
+
 // openCounts counts the open slots of a range by state (openRows), the
 // SKIP ones from their partial index, and reads lastCompleted. It also
 // finds the open slot whose message was written last: only the open rows
@@ -416,5 +455,6 @@ func renderStatements(schema string) statements {
 		compactedCount:      r(compactedCountSQL),
 		hasUpstream:         r(hasUpstreamSQL),
 		waitingUpstream:     r(waitingUpstreamSQL),
+		waitingOn:           r(waitingOnSQL),
 	}
 }

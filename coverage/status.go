@@ -26,6 +26,15 @@ type Counts struct {
 	// overlapping them is not COMPLETE or SKIP yet, or has no row. 0 for a
 	// series without dependencies.
 	WaitingUpstream int64
+	// WaitingOn lists what the first waiting slots wait on, at most 20
+	// entries, oldest waiting slot first, then by upstream series and
+	// start: each upstream slot overlapping one that is not COMPLETE or
+	// SKIP (Status AVAILABLE, with Parked and the failure in Message, or
+	// ACQUIRED), and each part of its span that has no upstream row
+	// (Status MISSING, Start and End the part's bounds). Waiting is the
+	// waiting slot's start, Name and Interval the upstream series. Nil
+	// when no slot waits.
+	WaitingOn []Note
 	// Acquired counts the slots held under a lease, LeaseExpired those of
 	// them whose lease ran out (their holder is gone or late; any worker may
 	// take them over).
@@ -45,18 +54,27 @@ type Counts struct {
 	LastNote *Note
 }
 
-// Note is the message a slot carries and the slot's state.
+// Note is the message a slot carries and the slot's state: in
+// Counts.LastNote a slot of the series, in Counts.WaitingOn an upstream
+// slot that a slot of the series waits for.
 type Note struct {
-	// Start is the slot's start, in the series' zone.
-	Start time.Time
-	// Status is the slot's status; Parked is set for an AVAILABLE slot
-	// that gave up.
+	// Start is the slot's start, End its end (set in WaitingOn only), in
+	// the series' zone.
+	Start, End time.Time
+	// Name and Interval name the upstream series in WaitingOn ("" in
+	// LastNote); Waiting is the start of the slot of the series that
+	// waits for this one (zero in LastNote).
+	Name, Interval string
+	Waiting        time.Time
+	// Status is the slot's status (MISSING for a part of an upstream's
+	// range without a row); Parked is set for an AVAILABLE slot that gave
+	// up.
 	Status string
 	Parked bool
 	// Message is the failure, skip or re-open reason.
 	Message string
 	// At is when the slot row was last written (database clock), in the
-	// series' zone.
+	// series' zone; zero for MISSING.
 	At time.Time
 }
 
@@ -163,6 +181,11 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 		if err := tx.QueryRow(ctx, c.sql.waitingUpstream, planned(c.name, c.interval, from, to)...).Scan(&n.WaitingUpstream); err != nil {
 			return err
 		}
+		if n.WaitingUpstream > 0 {
+			if n.WaitingOn, err = c.waitingOn(ctx, tx, from, to); err != nil {
+				return err
+			}
+		}
 	}
 	compacted, err := c.compactedIn(ctx, tx, from, to)
 	if err != nil {
@@ -180,6 +203,29 @@ func (c *Client) status(ctx context.Context, tx pgx.Tx, st *Status) error {
 	}
 	n.Complete = max(0, st.Slots-st.Missing-st.NotDue-n.Available-n.Backoff-n.Parked-n.Acquired-n.Skip)
 	return nil
+}
+
+// maxWaitingOn bounds Counts.WaitingOn.
+const maxWaitingOn = 20
+
+// waitingOn reads Counts.WaitingOn for [from, to) in tx's snapshot.
+func (c *Client) waitingOn(ctx context.Context, tx pgx.Tx, from, to time.Time) ([]Note, error) {
+	rows, err := tx.Query(ctx, c.sql.waitingOn, planned(c.name, c.interval, from, to, maxWaitingOn)...)
+	if err != nil {
+		return nil, err
+	}
+	var out []Note
+	var waiting, lo, hi, at pgtype.Timestamptz
+	var n Note
+	var parked *bool
+	var message *string
+	_, err = pgx.ForEachRow(rows, []any{&waiting, &n.Name, &n.Interval, &lo, &hi, &n.Status, &parked, &message, &at}, func() error {
+		n.Waiting, n.Start, n.End, n.At = c.inZone(waiting), c.inZone(lo), c.inZone(hi), c.inZone(at)
+		n.Parked, n.Message = deref(parked), deref(message)
+		out = append(out, n)
+		return nil
+	})
+	return out, err
 }
 
 // missingIn returns the gaps of p, in order and merged across the gap

@@ -57,6 +57,22 @@ const (
 //	ALMANAC_ATTEMPT      1 for the first attempt since the slot was created or re-opened
 //	ALMANAC_FENCE        fencing token of this attempt (see below)
 //	ALMANAC_KEY          "<name> <slot text>", an idempotency key
+//	ALMANAC_GENERATION   the slot's generation: 1, one more with every re-open
+//	ALMANAC_COMPUTATION_KEY  "<name> <slot text> <generation>", a key per computation
+//	ALMANAC_UPSTREAM     for a series with dependencies: the upstream slots it covers,
+//	                     one per line, each "<name> <slot text> <generation>"
+//	                     (the ComputationKey of Slot.Upstream's entries)
+//	ALMANAC_UPSTREAM_COUNT  how many upstream slots there are
+//
+// ALMANAC_UPSTREAM and ALMANAC_UPSTREAM_COUNT are set only when the slot
+// has upstream slots (Slot.Upstream). Names hold no newline, and the slot
+// text and generation no space, so each line splits at its last two
+// spaces. ALMANAC_UPSTREAM holds at most 64 KiB (about 1,400 lines of
+// 45 bytes: a month of hours fits, a month of five-minute slots does not):
+// past that it lists the first lines that fit, whole, and
+// ALMANAC_UPSTREAM_COUNT is larger than the number of lines. A program
+// that must see them all reads them from the database then. Linux refuses
+// to start a program with a variable over 128 KiB.
 //
 // EnvAll passes the whole environment instead, except the variables that
 // hold database credentials, which pass only when Env names them:
@@ -274,7 +290,7 @@ func (c Command) stop(p *supervisor.Process, done <-chan ended) ended {
 }
 
 func slotEnv(s acquire.Slot) []string {
-	return []string{
+	env := []string{
 		"ALMANAC_SERIES=" + s.Name,
 		"ALMANAC_NAME=" + s.Name,
 		"ALMANAC_INTERVAL=" + s.Interval.String(),
@@ -287,6 +303,37 @@ func slotEnv(s acquire.Slot) []string {
 		"ALMANAC_KEY=" + s.Key(),
 		"ALMANAC_COMPUTATION_KEY=" + s.ComputationKey(),
 	}
+	if len(s.Upstream) > 0 {
+		env = append(env, "ALMANAC_UPSTREAM="+upstreamList(s.Upstream, maxUpstreamEnv),
+			"ALMANAC_UPSTREAM_COUNT="+strconv.Itoa(len(s.Upstream)))
+	}
+	return env
+}
+
+// maxUpstreamEnv bounds ALMANAC_UPSTREAM's value, in bytes: half the
+// longest environment string Linux accepts (MAX_ARG_STRLEN, 128 KiB), so
+// that the variable never stops the command from starting.
+const maxUpstreamEnv = 64 << 10
+
+// upstreamList returns the computation keys of ups, one per line, as many
+// whole lines as fit in max bytes.
+func upstreamList(ups []acquire.Slot, max int) string {
+	var b strings.Builder
+	for _, u := range ups {
+		k := u.ComputationKey()
+		sep := 0
+		if b.Len() > 0 {
+			sep = 1
+		}
+		if b.Len()+sep+len(k) > max {
+			break
+		}
+		if sep > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(k)
+	}
+	return b.String()
 }
 
 // lineWriter writes whole lines, passwords redacted, to w, each prefixed,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/almanacdev/almanac"
@@ -209,6 +210,8 @@ type target struct {
 	from, to time.Time
 	// extent is the series' stored range (from = to when it has no slots).
 	lo, hi time.Time
+	// upstream: the series depends on upstream series.
+	upstream bool
 }
 
 // target reads series, interval, from and to (default: the series'
@@ -222,7 +225,7 @@ func (s *server) target(r *http.Request, get func(string) string) (target, error
 	if err != nil {
 		return target{}, err
 	}
-	t := target{series: info.Series}
+	t := target{series: info.Series, upstream: len(info.After) > 0}
 	lo, hi, ok, err := s.client.Extent(r.Context(), t.series)
 	if err != nil {
 		return target{}, err
@@ -381,6 +384,53 @@ type failures struct {
 	// LastSeen is the later of those two, "" when there is neither; set
 	// when some are overdue.
 	LastSeen string `json:"lastSeen,omitempty"`
+	// WaitingUpstream counts the range's open slots that wait for an
+	// upstream series, WaitingOn what the first of them wait on (see
+	// almanac.Status); both empty for a series without upstreams.
+	WaitingUpstream int64       `json:"waitingUpstream,omitempty"`
+	WaitingOn       []waitingOn `json:"waitingOn,omitempty"`
+}
+
+// waitingOn is an upstream slot, or a part of an upstream's range without
+// a row (state "missing"), that a slot of the shown series waits for.
+type waitingOn struct {
+	Slot     string `json:"slot"` // the waiting slot's start, for its history
+	SlotText string `json:"slotText"`
+	Series   string `json:"series"`
+	Shown    string `json:"shown"`
+	Interval string `json:"interval"`
+	Query    string `json:"query"` // the upstream series, for links
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Text     string `json:"text"` // [From, To) for people
+	State    string `json:"state"`
+	Message  string `json:"message,omitempty"`
+}
+
+// waitingFor fills out's WaitingUpstream and WaitingOn for the range of t,
+// whose series has upstreams.
+func (s *server) waitingFor(ctx context.Context, t target, out *failures) error {
+	st, err := s.client.Status(ctx, t.series, t.from, t.to)
+	if err != nil {
+		return err
+	}
+	out.WaitingUpstream = st.WaitingUpstream
+	for _, n := range st.WaitingOn {
+		state := strings.ToLower(n.Status)
+		switch {
+		case n.Parked:
+			state = "parked"
+		case n.Status == "ACQUIRED":
+			state = "in-flight"
+		case n.Status == "AVAILABLE":
+			state = "open"
+		}
+		up := url.Values{"series": {n.Name}, "interval": {n.Interval}}.Encode()
+		out.WaitingOn = append(out.WaitingOn, waitingOn{Slot: slot.FormatTime(n.Waiting), SlotText: human(n.Waiting),
+			Series: n.Name, Shown: input.PrintableName(n.Name), Interval: n.Interval, Query: up, From: slot.FormatTime(n.Start),
+			To: slot.FormatTime(n.End), Text: human(n.Start) + " – " + human(n.End), State: state, Message: n.Message})
+	}
+	return nil
 }
 
 func (s *server) apiFailures(w http.ResponseWriter, r *http.Request) {
@@ -395,6 +445,9 @@ func (s *server) apiFailures(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		now = time.Now().In(t.series.Location())
 		out, err = s.failures(r.Context(), t, fs, now)
+	}
+	if err == nil && t.upstream {
+		err = s.waitingFor(r.Context(), t, &out)
 	}
 	if err != nil {
 		code, msg := s.status(r, err)

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -38,12 +39,15 @@ func TestBrowserPageStates(t *testing.T) {
 	_, err = c.Pause(ctx, feed, "vendor <outage>")
 	require.NoError(t, err)
 
-	// report's two hours wait for ingest, which has no rows for them.
+	// report's two hours wait for ingest, which has an open row for the
+	// first and none for the second.
 	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
 	require.NoError(t, err)
 	report, err := c.Series(ctx, "report", "PT1H", almanac.SeriesOptions{After: []almanac.Series{ingest}})
 	require.NoError(t, err)
 	_, err = c.Materialize(ctx, report, from, from.Add(2*time.Hour), almanac.WriteOptions{})
+	require.NoError(t, err)
+	_, err = c.Materialize(ctx, ingest, from, from.Add(time.Hour), almanac.WriteOptions{})
 	require.NoError(t, err)
 
 	srv := serve(t, web.Handler(c, web.Options{CacheTTL: -1}))
@@ -67,4 +71,21 @@ func TestBrowserPageStates(t *testing.T) {
 	var label string
 	p.eval(`document.querySelector('#grid .cell[data-state="not-due"]').getAttribute("aria-label")`, &label)
 	require.Contains(t, label, "not due yet")
+
+	// The report's calendar lists what its waiting slots wait on, each
+	// linked to the upstream's calendar.
+	p.drawn(chromedp.Navigate(srv.URL + "/#series=report&interval=PT1H"))
+	require.True(t, p.visible("#waiting"))
+	require.Equal(t, "2 slots wait for upstream series on:", p.text("#waiting-note"))
+	require.Equal(t, 2, p.count("#waiting-rows li"))
+	require.Equal(t, 1, p.count(`#waiting-rows li[data-state="open"]`))
+	require.Equal(t, 1, p.count(`#waiting-rows li[data-state="missing"]`))
+	require.Contains(t, p.text(`#waiting-rows li[data-state="open"]`), "waits on ingest PT1H")
+	var href string
+	p.eval(`document.querySelector('#waiting-rows li[data-state="open"] a.upstream-link').getAttribute("href")`, &href)
+	require.Equal(t, "#"+url.Values{"series": {"ingest"}, "interval": {"PT1H"}, "slot": {slot.FormatTime(from)}}.Encode(), href)
+	require.False(t, func() bool {
+		p.drawn(chromedp.Navigate(srv.URL + "/#series=feed&interval=PT1H"))
+		return p.visible("#waiting")
+	}(), "a series without upstreams waits on nothing")
 }

@@ -5,7 +5,8 @@
 -- shows its holder), except for an expired lease it takes over: the run
 -- that lost it. The update takes the rows just locked by their addresses
 -- (see lockedRows), and returns the addresses of the versions it wrote
--- (see complete_tx).
+-- (see complete_tx). Each slot comes with its upstream slots (see upstream),
+-- read in the snapshot that judged it due.
 WITH {{template "candidates" set . "lag" "$8" "grace" "$9" "lo" "$10" "hi" "$11"}},
 claimed AS (
 UPDATE {{.schema}}.slot AS s SET
@@ -23,4 +24,5 @@ SELECT clock_timestamp(), $1, $2, c.slot_start, 'taken_over', c.generation, c.he
     format('lease expired; taken over by %s with fence %s', $6, c.fence)
 FROM claimed AS c WHERE c.took_over
 )
-SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until, ctid FROM claimed
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation,
+    {{template "upstream" set . "slot" "claimed" "deps" "(SELECT deps FROM ctl)"}}, lease_until, ctid FROM claimed

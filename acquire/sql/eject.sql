@@ -25,4 +25,5 @@ SELECT clock_timestamp(), $1, $2, c.slot_start, 'ejected', c.generation, c.held_
     format('ejected by %s with fence %s', $4, c.fence)
 FROM claimed AS c WHERE c.took_over
 )
-SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until, ctid FROM claimed
+SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation,
+    {{template "upstream" set . "slot" "claimed" "deps" "true"}}, lease_until, ctid FROM claimed

@@ -208,3 +208,28 @@ INSERT INTO {{.schema}}.slot_event (at, name, "interval", slot_start, event, gen
 -- The message of a locked-mode takeover's event.
 'lease expired; taken over by a locked-mode worker'
 {{- end}}
+
+{{define "upstream"}}
+-- upstream is, for a slot of the relation .slot (with slot_start and
+-- slot_end) of a series with dependencies (.deps true), the rows of each
+-- upstream series that overlap it, with their generations: a JSON array
+-- of one object per upstream series (n name, i interval, z zone, o
+-- origin, s its slots as {s start, e end, g generation} in slot order),
+-- NULL without dependencies. The claim passes its ctl's test, so a series
+-- without dependencies pays nothing per slot. Compacted upstream slots
+-- have no row and are not listed. The lower bound on slot_start is
+-- upstream_done's (migration 9): it lets the primary key bound the scan.
+CASE WHEN {{.deps}} THEN (
+    SELECT jsonb_agg(jsonb_build_object('n', d.up_name, 'i', d.up_interval, 'z', u.time_zone, 'o', u.origin,
+        's', (SELECT coalesce(jsonb_agg(jsonb_build_object('s', x.slot_start, 'e', x.slot_end, 'g', x.generation)
+                ORDER BY x.slot_start), '[]')
+            FROM {{.schema}}.slot AS x
+            WHERE x.name = d.up_name AND x."interval" = d.up_interval
+              AND x.slot_start < {{.slot}}.slot_end AND x.slot_end > {{.slot}}.slot_start
+              AND x.slot_start > {{.slot}}.slot_start - 2 * d.up_interval::interval - interval '1 day'))
+        ORDER BY d.up_name, d.up_interval)
+    FROM {{.schema}}.series_dependency AS d
+    JOIN {{.schema}}.series AS u ON u.name = d.up_name AND u."interval" = d.up_interval
+    WHERE d.name = $1 AND d."interval" = $2)
+END
+{{- end}}

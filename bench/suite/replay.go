@@ -180,11 +180,11 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int, c *count
 		return 0, err
 	}
 	for rows.Next() {
-		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, held_fence, held_owner, xid
+		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, upstream, held_fence, held_owner, xid
 		var start time.Time
 		var attempt int
 		var fence int64
-		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil, nil, nil); err != nil {
+		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil, nil, nil, nil); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -296,10 +296,10 @@ func (l leaseSQL) step(ctx context.Context, pool *pgxpool.Pool, n int, c *counte
 	var fences []int64
 	err := sendUnit(ctx, pool, l.claim, l.claimAt, claimArgs, func(rows pgx.Rows) error {
 		for rows.Next() {
-			// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, lease_until, ctid
+			// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, upstream, lease_until, ctid
 			var start time.Time
 			var fence int64
-			if err := rows.Scan(&start, nil, nil, nil, nil, nil, nil, &fence, nil, nil, nil); err != nil {
+			if err := rows.Scan(&start, nil, nil, nil, nil, nil, nil, &fence, nil, nil, nil, nil); err != nil {
 				return err
 			}
 			starts, fences = append(starts, start), append(fences, fence)

@@ -107,7 +107,7 @@ func TestCoverageCommands(t *testing.T) {
 	require.Equal(t, statusResult{Name: "sensor", Interval: "PT5M", TimeZone: "UTC", From: st.From, To: st.To, Slots: 264 + since,
 		Complete: 119, Available: 142, Backoff: 1, Parked: 1, Acquired: 1, CoveredPercent: float64(119) * 100 / float64(264+since),
 		Missing: since, Gaps: 1, FirstMissing: ptr("2026-03-02T00:00:00Z"), Due: st.Due,
-		OldestOpen: ptr("2026-03-01T06:00:00Z"), LastCompleted: st.LastCompleted}, st)
+		OldestOpen: ptr("2026-03-01T06:00:00Z"), LastCompleted: st.LastCompleted, WaitingOn: []waitingOnJSON{}}, st)
 	require.NotNil(t, st.LastCompleted)
 	st = decode[statusResult](t, cli(t, sensor("status", day...)...))
 	require.Equal(t, int64(24), st.Missing)

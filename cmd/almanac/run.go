@@ -69,7 +69,10 @@ LANG, TZ, TMPDIR, the LC_* variables, and the slot in ALMANAC_SERIES (the
 series name, also in ALMANAC_NAME), ALMANAC_INTERVAL, ALMANAC_SLOT,
 ALMANAC_SLOT_START, ALMANAC_SLOT_END, ALMANAC_ATTEMPT, ALMANAC_GENERATION,
 ALMANAC_FENCE, ALMANAC_KEY (once per slot) and ALMANAC_COMPUTATION_KEY (once per computation: it changes when the
-slot is re-opened, and ALMANAC_ATTEMPT starts again at 1). --env NAME passes
+slot is re-opened, and ALMANAC_ATTEMPT starts again at 1). A series with
+upstream series (--after) also gets ALMANAC_UPSTREAM, the upstream slots the
+slot covers, one "<name> <slot> <generation>" per line (at most 64 KiB of
+whole lines), and ALMANAC_UPSTREAM_COUNT, their number. --env NAME passes
 one more variable of almanac's environment (if set), --env NAME=value sets
 one, and --env-all passes everything but the variables that hold database
 credentials, which pass only when named with --env: DATABASE_URL, the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +37,24 @@ type statusResult struct {
 	OldestOpen      *string    `json:"oldest_open"`
 	LastCompleted   *string    `json:"last_completed"`
 	LastNote        *noteJSON  `json:"last_note"`
+	// WaitingOn is what the first slots waiting for upstream wait on
+	// (coverage.Counts.WaitingOn: at most 20 entries); waiting_upstream
+	// counts those slots.
+	WaitingOn []waitingOnJSON `json:"waiting_on"`
+}
+
+// waitingOnJSON is an upstream slot, or a part of an upstream's range
+// without a row (status MISSING), that a slot of the series waits for.
+type waitingOnJSON struct {
+	Waiting  string  `json:"waiting"`
+	Series   string  `json:"series"`
+	Interval string  `json:"interval"`
+	From     string  `json:"from"`
+	To       string  `json:"to"`
+	Status   string  `json:"status"`
+	Parked   bool    `json:"parked"`
+	Message  string  `json:"message"`
+	At       *string `json:"at"`
 }
 
 // noteJSON is the last message written on an open slot.
@@ -61,6 +80,12 @@ func toStatusResult(grid almanac.Series, status almanac.Status, stored bool) sta
 	if n := status.LastNote; n != nil {
 		out.LastNote = &noteJSON{Slot: formatIn(grid, n.Start) + "/" + grid.Interval().String(), Status: n.Status, Parked: n.Parked,
 			Message: n.Message, At: formatIn(grid, n.At)}
+	}
+	out.WaitingOn = []waitingOnJSON{}
+	for _, w := range status.WaitingOn {
+		out.WaitingOn = append(out.WaitingOn, waitingOnJSON{Waiting: formatIn(grid, w.Waiting) + "/" + grid.Interval().String(),
+			Series: w.Name, Interval: w.Interval, From: formatIn(grid, w.Start), To: formatIn(grid, w.End), Status: w.Status,
+			Parked: w.Parked, Message: w.Message, At: optionalTime(grid, w.At)})
 	}
 	return out
 }
@@ -162,6 +187,7 @@ func (a *app) printStatus(grid almanac.Series, res statusResult, pause string) e
 	fmt.Fprintf(tw, "available\t%s\n", num(res.Available))
 	if res.WaitingUpstream > 0 {
 		fmt.Fprintf(tw, "waiting for upstream\t%s of them\n", num(res.WaitingUpstream))
+		printWaitingOn(tw, res)
 	}
 	fmt.Fprintf(tw, "in backoff\t%s\n", num(res.Backoff))
 	fmt.Fprintf(tw, "parked\t%s\n", num(res.Parked))
@@ -180,4 +206,29 @@ func (a *app) printStatus(grid almanac.Series, res statusResult, pause string) e
 		fmt.Fprintf(tw, "last note\t-\n")
 	}
 	return tw.Flush()
+}
+
+// printWaitingOn prints, under the count of slots waiting for upstream,
+// what the first of them wait on, and how many more wait.
+func printWaitingOn(tw io.Writer, res statusResult) {
+	listed := map[string]bool{}
+	for _, w := range res.WaitingOn {
+		key := "  " + w.Waiting
+		if listed[w.Waiting] {
+			key = ""
+		}
+		listed[w.Waiting] = true
+		status := w.Status
+		if w.Parked {
+			status = "parked"
+		}
+		note := ""
+		if w.Message != "" {
+			note = ": " + clip(w.Message)
+		}
+		fmt.Fprintf(tw, "%s\twaits on %s %s [%s, %s) %s%s\n", key, input.PrintableName(w.Series), w.Interval, w.From, w.To, status, note)
+	}
+	if more := res.WaitingUpstream - int64(len(listed)); more > 0 {
+		fmt.Fprintf(tw, "  …\t%s not listed\n", nouns(more, "more waiting slot", "more waiting slots"))
+	}
 }

@@ -256,7 +256,7 @@ func collect(rows pgx.Rows, tolerant bool) ([]Definition, error) {
 	var pausedBy, pausedReason string
 	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros, &maxInFlight,
 		&pausedAt, &pausedBy, &pausedReason, &created}, func() error {
-		grid, err := parse(name, intervalText, zoneName, origin)
+		grid, err := Parse(name, intervalText, zoneName, origin)
 		if err != nil && tolerant {
 			out = append(out, Definition{MaxAttempts: maxAttempts, CreatedAt: created, Err: err})
 			return nil
@@ -275,9 +275,9 @@ func collect(rows pgx.Rows, tolerant bool) ([]Definition, error) {
 	return out, err
 }
 
-// parse rebuilds a grid from a stored row. A row another tool wrote badly is
+// Parse rebuilds a grid from a stored row. A row another tool wrote badly is
 // reported with the series it belongs to.
-func parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, error) {
+func Parse(name, intervalText, zoneName string, origin time.Time) (slot.Series, error) {
 	iv, err := slot.ParseInterval(intervalText)
 	if err == nil && iv.String() != intervalText {
 		err = fmt.Errorf("interval %q is not in canonical form %s", intervalText, iv)

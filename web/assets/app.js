@@ -478,6 +478,33 @@
     $("failures-note").textContent = (n >= f.limit ? "The latest " + n + " of " : "") +
       (view.total.failed + view.total.parked) + " in this range, latest first. Choose a slot to see its history.";
     drawStalled(f);
+    drawWaiting(f);
+  }
+
+  // drawWaiting lists what the range's first slots waiting for an upstream
+  // series wait on: upstream slots not finished (each opens its history in
+  // the upstream's calendar) and parts without an upstream row.
+  function drawWaiting(f) {
+    const box = $("waiting");
+    const list = f.waitingOn || [];
+    box.hidden = !f.waitingUpstream;
+    if (box.hidden) return;
+    const slots = new Set(list.map((x) => x.slot));
+    $("waiting-note").textContent = plural(f.waitingUpstream, "slot waits", "slots wait") + " for upstream series" +
+      (slots.size < f.waitingUpstream ? "; the first " + plural(slots.size, "of them waits", "of them wait") + " on:" : " on:");
+    const frag = document.createDocumentFragment();
+    for (const x of list) {
+      const li = el("li", { "data-state": x.state });
+      const own = el("a", { href: "#", class: "history-link", "data-slot": x.slot }, x.slotText);
+      own.addEventListener("click", (e) => { e.preventDefault(); go({ slot: x.slot }); });
+      const up = new URLSearchParams(x.query);
+      if (x.state === "missing") { up.set("from", x.from); up.set("to", x.to); } else up.set("slot", x.from);
+      li.append(own, " waits on " + x.shown + " " + x.interval + " ", el("a", { href: "#" + up.toString(), class: "upstream-link" }, x.text),
+        el("span", { class: "state s-" + x.state }, x.state));
+      if (x.message) li.append(el("span", { class: "msg" }, x.message));
+      frag.append(li);
+    }
+    $("waiting-rows").replaceChildren(frag);
   }
 
   // drawStalled warns when failed slots are overdue and no worker has been
