@@ -67,10 +67,7 @@ func (q *Queue) querySlots(ctx context.Context, tx pgx.Tx, sql string, max int, 
 	var heldFence, xid int64
 	var heldOwner pgtype.UUID
 	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner, &xid), func() error {
-		s := r.slot(q)
-		// Locked mode writes attempts at the end: this run is one more.
-		s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
-		out = append(out, s)
+		out = append(out, r.locked(q, heldFence, heldOwner))
 		return nil
 	})
 	if err != nil {
@@ -92,6 +89,15 @@ type slotRow struct {
 
 func (r *slotRow) dest() []any {
 	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence, &r.generation}
+}
+
+// locked is the Slot of a row locked for a locked-mode transaction of q,
+// with the fence and owner of the expired lease it took over, if any.
+func (r *slotRow) locked(q *Queue, heldFence int64, heldOwner pgtype.UUID) Slot {
+	s := r.slot(q)
+	// Locked mode writes attempts at the end: this run is one more.
+	s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
+	return s
 }
 
 func (r *slotRow) slot(q *Queue) Slot {
