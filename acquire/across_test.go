@@ -23,7 +23,7 @@ type acrossFixture struct {
 	queues []*Queue
 }
 
-func newAcrossFixture(t *testing.T, n, perSeries int) *acrossFixture {
+func newAcrossFixture(t testing.TB, n, perSeries int) *acrossFixture {
 	t.Helper()
 	f := &acrossFixture{fixture: newFixture(t, 0)}
 	f.exec(`ALTER TABLE {{schema}}.effect ADD COLUMN name text NOT NULL DEFAULT ''`)

@@ -146,15 +146,11 @@ func runLocked(ctx context.Context, tx pgx.Tx, xid int64, w lockedWork) ([][]Res
 			return q.recordOutOfBand(cleanup, rs, cause)
 		})
 	}
-	for failed, q := range w.queues {
-		err := q.finish(cleanup, tx, results[failed])
-		if err == nil {
-			continue
-		}
+	if failed, err := finishAll(cleanup, tx, w.queues, results); err != nil {
 		_ = tx.Rollback(cleanup)
 		recurs := !retry.Transient(cleanup, err)
 		return eachQueue(w.queues, results, func(q *Queue, rs []Result) ([]Result, error) {
-			if recurs && q == w.queues[failed] {
+			if recurs && (failed < 0 || q == w.queues[failed]) {
 				rs = asFailures(q, rs, err)
 			}
 			return q.recordOutOfBand(cleanup, rs, err)
@@ -166,6 +162,48 @@ func runLocked(ctx context.Context, tx pgx.Tx, xid int64, w lockedWork) ([][]Res
 		})
 	}
 	return results, nil
+}
+
+// finishAll writes the outcomes of every queue's results in tx, in one
+// round trip. When a write fails, failed is the position of the queue
+// whose write it was, or -1 when that is not known (the round trip itself
+// failed).
+func finishAll(ctx context.Context, tx pgx.Tx, queues []*Queue, results [][]Result) (failed int, err error) {
+	b := &pgx.Batch{}
+	var of []int // the queue of each statement in b
+	for i, q := range queues {
+		if err := q.queueOutcomes(b, results[i]); err != nil {
+			return i, err
+		}
+		for len(of) < b.Len() {
+			of = append(of, i)
+		}
+	}
+	// Each statement's check counts it done, so the first not done is the
+	// one that failed.
+	done := 0
+	for _, qq := range b.QueuedQueries {
+		check := qq.Fn
+		qq.Fn = func(br pgx.BatchResults) error {
+			var err error
+			if check != nil {
+				err = check(br)
+			} else {
+				_, err = br.Exec()
+			}
+			if err == nil {
+				done++
+			}
+			return err
+		}
+	}
+	if err := sendOutcomes(ctx, tx, b); err != nil {
+		if done < len(of) {
+			return of[done], err
+		}
+		return -1, err
+	}
+	return -1, nil
 }
 
 // eachQueue applies record to the results of each queue that has any, and
