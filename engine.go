@@ -104,6 +104,9 @@ type job struct {
 	// queuedAt is the running count the job is queued in e.ready at, or
 	// notQueued.
 	queuedAt int
+	// solo makes the job's next unit a batch of its own series: a batch
+	// across series gave it nothing while it had work (see along).
+	solo bool
 }
 
 // newEngine returns an engine that works on pool with the client's options,
@@ -345,29 +348,31 @@ func (e *engine) materialize(ctx context.Context, j *job, from, now time.Time) e
 // wake marks j as having work and pokes the dispatcher. The work may be
 // slots behind where the job's queue searches from (a re-open, a retry),
 // so its next search starts at the beginning of its range.
-func (e *engine) wake(j *job) {
+func (e *engine) wake(j *job) { e.wakeMany([]*job{j}) }
+
+// wakeMany wakes the jobs as wake does, all under one lock: the dispatcher
+// then finds them queued together, and a batch across series (see along)
+// takes as many as it can, rather than the first one alone.
+func (e *engine) wakeMany(jobs []*job) {
+	if len(jobs) == 0 {
+		return
+	}
 	e.mu.Lock()
-	j.hasWork = true
-	j.wakes++
-	e.ready.push(j)
+	for _, j := range jobs {
+		j.hasWork = true
+		j.wakes++
+		e.ready.push(j)
+	}
 	e.mu.Unlock()
-	rewind(j)
+	for _, j := range jobs {
+		rewind(j)
+	}
 	e.pokeDispatcher()
 }
 
 // wakeAll marks every job as having work: Drain's rounds, which must look
 // at every job's range once more whatever a scan says.
-func (e *engine) wakeAll() {
-	e.mu.Lock()
-	for _, j := range e.jobs {
-		j.hasWork = true
-		j.wakes++
-		e.ready.push(j)
-		rewind(j)
-	}
-	e.mu.Unlock()
-	e.pokeDispatcher()
-}
+func (e *engine) wakeAll() { e.wakeMany(e.jobs) }
 
 // scan wakes the jobs whose series have acquirable slots, found by one
 // statement over the whole schema (wake.Ready): what a missed notification,
@@ -379,22 +384,19 @@ func (e *engine) scan(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var idle []*job
+	e.mu.Lock()
 	for _, k := range keys {
-		j := e.byKey[key{k.Name, k.Interval}]
-		if j == nil {
-			continue
-		}
 		// A job marked already is looking: the scan adds nothing, and
 		// counting it as a wake-up would make a worker that took the
 		// job's last slot look once more for nothing (the next scan
 		// still finds what it leaves).
-		e.mu.Lock()
-		busy := j.hasWork
-		e.mu.Unlock()
-		if !busy {
-			e.wake(j)
+		if j := e.byKey[key{k.Name, k.Interval}]; j != nil && !j.hasWork {
+			idle = append(idle, j)
 		}
 	}
+	e.mu.Unlock()
+	e.wakeMany(idle)
 	return nil
 }
 

@@ -282,11 +282,13 @@ func (e *engine) materializeMany(ctx context.Context, grid slot.Series, s span, 
 			}
 		}
 		e.mu.Unlock()
+		woken := make([]*job, 0, len(inserted))
 		for _, name := range inserted {
 			if j := e.byKey[key{name, interval}]; j != nil {
-				e.wake(j)
+				woken = append(woken, j)
 			}
 		}
+		e.wakeMany(woken)
 	}
 	return nil
 }

@@ -59,6 +59,18 @@ type Job struct {
 	// with one statement: the throughput path for short handlers (100 is
 	// a good size). Default 1: one slot per transaction. Lease-mode jobs
 	// ignore it.
+	//
+	// Batched jobs of different series with work at the same time also
+	// share transactions: a job picked for a worker takes up to Batch-1
+	// other batched jobs with the same NewestFirst, DeadMan and MaxWork
+	// along, and the first acquirable slot of each series is locked by one
+	// statement and worked in one transaction (acquire.RunAcross), each
+	// handler in its own savepoint, as within a batch. So many series that
+	// each have a slot due at a boundary cost a transaction per Batch
+	// series, not one each. Each job counts a worker of its own
+	// (Concurrency holds), the transaction one of Options.Concurrency. A
+	// paused series gives nothing; a series with a cap, or an expired
+	// lease to take over, is worked alone.
 	Batch int
 	// Concurrency caps this job's workers. Default: Options.Concurrency.
 	Concurrency int

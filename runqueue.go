@@ -91,3 +91,37 @@ func (q *runQueue) pop() *job {
 	}
 	return nil
 }
+
+// alongScan bounds how many entries beyond those it takes popAlong looks
+// at, so that jobs that do not fit (another mode, other settings) cost a
+// pick a bounded amount whatever the length of the queue.
+const alongScan = 256
+
+// popAlong removes and returns up to n jobs other than lead that fits
+// accepts, in the order pop would take them: the jobs that go with lead in
+// one transaction (see engine.along). Entries that do not fit stay where
+// they are; those taken become stale, and are dropped when met.
+func (q *runQueue) popAlong(lead *job, n int, fits func(*job) bool) []*job {
+	var out []*job
+	looked := 0
+	for _, p := range q.priorities {
+		l := q.levels[p]
+		for r := range l.byRunning {
+			f := &l.byRunning[r]
+			for i := f.head; i < len(f.entries) && len(out) < n && looked < n+alongScan; i++ {
+				e := f.entries[i]
+				j := e.j
+				if j == nil || j.queuedAt != e.running || j.running != e.running {
+					continue // stale
+				}
+				looked++
+				if j == lead || !j.hasWork || j.running >= j.limit || !fits(j) {
+					continue
+				}
+				j.queuedAt = notQueued
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}

@@ -76,3 +76,33 @@ func TestRunQueueOrder(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Nil(t, e.pick())
 }
+
+// TestRunQueuePopAlong: popAlong takes the jobs that fit in the order pop
+// would, leaves the others where they are, never takes the lead, and a job
+// it took is not handed out again by pop for that queueing.
+func TestRunQueuePopAlong(t *testing.T) {
+	e := &engine{opts: Options{Concurrency: 100}}
+	var jobs []*job
+	for i := range 6 {
+		j := &job{limit: 2, queuedAt: notQueued, hasWork: true}
+		j.Series = series(t, fmt.Sprintf("p%d", i), "PT1M")
+		if i%2 == 1 {
+			j.Batch = 10
+		}
+		j.mode = j.Job.mode()
+		e.ready.push(j)
+		jobs = append(jobs, j)
+	}
+	lead := jobs[1]
+	batched := func(j *job) bool { return j.mode == modeBatch }
+	along := e.ready.popAlong(lead, 5, batched)
+	require.Equal(t, []*job{jobs[3], jobs[5]}, along, "the batched jobs but the lead, in order")
+	for _, j := range along {
+		j.running++ // as dispatch counts them
+	}
+	var popped []string
+	for j := e.pick(); j != nil; j = e.pick() {
+		popped = append(popped, j.Series.Name())
+	}
+	require.Equal(t, []string{"p0", "p1", "p2", "p4"}, popped, "the others stayed in place; those taken along are not queued")
+}

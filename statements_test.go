@@ -325,6 +325,11 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 			// The grouped sweep's count of many series' windows.
 			return "slot: count of many series", nil
 		}
+		if strings.HasPrefix(sql, "SELECT k.i, a.slot_start") {
+			// A claim of a slot of each of many series (RunAcross):
+			// batched jobs of several series in one transaction.
+			return "slot: claim across series", nil
+		}
 		if m := insertSlot.FindStringSubmatch(sql); m != nil {
 			return "slot: insert of one series", checkSeriesArgs(st, m[1], m[2], series)
 		}

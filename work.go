@@ -95,23 +95,42 @@ func (e *engine) dispatch(ctx, work context.Context, workers *sync.WaitGroup, on
 	for {
 		e.mu.Lock()
 		for j := e.pick(); j != nil; j = e.pick() {
-			j.running++
+			group := append([]*job{j}, e.along(j)...)
+			seen := make([]uint64, len(group))
+			for i, g := range group {
+				g.running++
+				seen[i] = g.wakes
+			}
 			e.running++
-			e.ready.push(j) // it may take another worker
-			seen := j.wakes
+			if len(group) == 1 {
+				e.ready.push(j) // it may take another worker
+			}
+			// A job in a batch across series takes no other worker until
+			// the batch ends: the batch takes one slot of its series, and
+			// the next is for its next batch.
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
-				more := e.unit(work, j)
-				e.mu.Lock()
-				j.running--
-				e.running--
-				// A wake-up that came while the unit looked may be for a
-				// slot it did not see: keep looking then.
-				if !more && j.wakes == seen {
-					j.hasWork = false
+				var more []bool
+				if len(group) == 1 {
+					more = []bool{e.unit(work, j)}
+				} else {
+					more = e.unitAcross(work, group)
 				}
-				e.ready.push(j) // with a worker slot free again
+				e.mu.Lock()
+				e.running--
+				for i, g := range group {
+					g.running--
+					if len(group) == 1 {
+						g.solo = false
+					}
+					// A wake-up that came while the unit looked may be for
+					// a slot it did not see: keep looking then.
+					if !more[i] && g.wakes == seen[i] {
+						g.hasWork = false
+					}
+					e.ready.push(g) // with a worker slot free again
+				}
 				e.mu.Unlock()
 				e.pokeDispatcher()
 			}()
@@ -175,6 +194,70 @@ func (e *engine) unit(ctx context.Context, j *job) bool {
 	case <-e.opts.Clock.After(e.errorPause()):
 	}
 	return true
+}
+
+// along returns the jobs that go with j, just picked, in one transaction:
+// for a batched locked-mode job, up to Batch-1 other batched jobs with work
+// whose transactions would be alike (NewestFirst, DeadMan and MaxWork),
+// taken from the run queue in its order. Each of them counts a worker of
+// its own (its Concurrency holds) and the transaction one of
+// Options.Concurrency. None for other modes: one slot per transaction is
+// what a locked-mode job without Batch asks for. Called with e.mu held.
+func (e *engine) along(j *job) []*job {
+	if j.mode != modeBatch || j.solo {
+		return nil
+	}
+	return e.ready.popAlong(j, j.Batch-1, func(c *job) bool {
+		return c.mode == modeBatch && !c.solo && c.NewestFirst == j.NewestFirst && c.DeadMan == j.DeadMan && c.MaxWork == j.MaxWork
+	})
+}
+
+// unitAcross does one unit of work for the jobs of group, batched jobs of
+// different series: the first acquirable slot of each series, all in one
+// transaction (acquire.RunAcross). It reports for each job whether more
+// may be waiting, as unit does. A job given nothing while it was woken
+// runs its next unit alone: its series may hold slots a batch across
+// series leaves to RunBatch (a cap, an expired lease), and RunBatch also
+// says whether it has none.
+func (e *engine) unitAcross(ctx context.Context, group []*job) []bool {
+	claimStart := time.Now()
+	queues := make([]*acquire.Queue, len(group))
+	handlers := make([]acquire.Handler, len(group))
+	for i, j := range group {
+		queues[i], handlers[i] = j.queue, e.lockedHandler(j, claimStart)
+	}
+	results, err := acquire.RunAcross(ctx, queues, handlers)
+	more := make([]bool, len(group))
+	for i, j := range group {
+		var rs []acquire.Result
+		if i < len(results) {
+			rs = results[i]
+		}
+		for _, res := range rs {
+			e.report(j, res)
+		}
+		switch {
+		case len(rs) > 0:
+			more[i] = !e.tookLast(j, rs[0].Slot)
+		case err == nil:
+			e.mu.Lock()
+			j.solo = true
+			e.mu.Unlock()
+			more[i] = true
+		}
+	}
+	if err == nil || ctx.Err() != nil {
+		return more
+	}
+	e.opts.Logger.Warn("almanac: worker error; retrying", "jobs", len(group), "error", err, "retry_in", e.errorPause())
+	select {
+	case <-ctx.Done():
+	case <-e.opts.Clock.After(e.errorPause()):
+	}
+	for i := range more {
+		more[i] = true
+	}
+	return more
 }
 
 // tookLast reports whether an oldest-first job just took the last slot it

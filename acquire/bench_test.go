@@ -2,6 +2,7 @@ package acquire
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -144,4 +145,42 @@ func BenchmarkLeaseCapped(b *testing.B) {
 		_, err = q.CompleteMany(ctx, leases)
 		return len(leases), err
 	})
+}
+
+// BenchmarkRunAcross: b.N series with one due slot each (a boundary of
+// many series), worked by benchWorkers goroutines with RunAcross over 100
+// series at a time; reports slots per second.
+func BenchmarkRunAcross(b *testing.B) {
+	f := newAcrossFixture(b, b.N, 1)
+	ctx := context.Background()
+	_, err := f.db.Pool.Exec(ctx, "VACUUM ANALYZE "+f.schema+".slot")
+	require.NoError(b, err)
+	chunks := make(chan []*Queue, b.N/100+1)
+	for c := range slices.Chunk(f.queues, 100) {
+		chunks <- c
+	}
+	close(chunks)
+	nop := func(context.Context, pgx.Tx, Slot) error { return nil }
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range benchWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for qs := range chunks {
+				hs := make([]Handler, len(qs))
+				for i := range hs {
+					hs[i] = nop
+				}
+				if _, err := RunAcross(ctx, qs, hs); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "slots/s")
+	require.Equal(b, b.N, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
 }

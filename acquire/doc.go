@@ -33,7 +33,9 @@
 //
 // RunBatch is the throughput path for short tasks: up to N slots locked in
 // one transaction, each handler in its own savepoint, all outcomes written
-// with one UPDATE and one commit.
+// with one UPDATE and one commit. RunAcross does the same for several
+// series at once, a slot of each, locked by one statement: for many series
+// that each have one slot due.
 //
 // Long transactions have a cost: while one is open, VACUUM cannot remove
 // rows deleted after it started, anywhere in the database. Work that takes

@@ -51,10 +51,10 @@ const handlerGrace = 250 * time.Millisecond
 // run runs the handler for one slot and decides its outcome. The handler
 // runs on its own goroutine so that one that ignores its context cannot
 // keep the worker: handlerGrace after its context ends, the worker gives up
-// on it (see abandonHandler).
-func (b *lockedBatch) run(ctx context.Context, s Slot, h Handler) Result {
-	maxWork := b.q.opts.MaxWork
-	hctx, cancel := context.WithTimeoutCause(ctx, maxWork, b.q.maxWorkCause)
+// on it (see abandonHandler). q is the queue s was taken for.
+func (b *lockedBatch) run(ctx context.Context, q *Queue, s Slot, h Handler) Result {
+	maxWork := q.opts.MaxWork
+	hctx, cancel := context.WithTimeoutCause(ctx, maxWork, q.maxWorkCause)
 	defer cancel()
 	htx := &handlerTx{tx: b.tx, guard: b.guard, state: b.state, run: &handlerRun{}}
 	start := time.Now()
@@ -109,10 +109,10 @@ func (b *lockedBatch) run(ctx context.Context, s Slot, h Handler) Result {
 		// acquirable again as soon as the transaction ends.
 		res.Outcome, res.Err = Abandoned, context.Cause(ctx)
 	default:
-		res.Outcome, res.Delay, res.Err = b.q.classify(s, err)
+		res.Outcome, res.Delay, res.Err = q.classify(s, err)
 		if res.Outcome == Snoozed {
 			if res.saved, err = snoozeData(res.Err); err != nil {
-				res.Outcome, res.Delay, res.Err = b.q.classify(s, err)
+				res.Outcome, res.Delay, res.Err = q.classify(s, err)
 			}
 		}
 	}

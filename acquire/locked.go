@@ -48,13 +48,19 @@ func (q *Queue) Run(ctx context.Context, h Handler) (res Result, ok bool, err er
 // off instead of running again at once for ever.
 func (q *Queue) RunBatch(ctx context.Context, max int, h Handler) ([]Result, error) {
 	results, err := q.runBatch(ctx, max, h)
+	q.rewindAfter(results)
+	return results, err
+}
+
+// rewindAfter makes the next search start from the start of the range when
+// a slot of results is AVAILABLE again.
+func (q *Queue) rewindAfter(results []Result) {
 	for _, r := range results {
 		if r.Outcome != Completed && r.Outcome != Skipped {
-			q.floor.rewind() // the slot is AVAILABLE again
-			break
+			q.floor.rewind()
+			return
 		}
 	}
-	return results, err
 }
 
 func (q *Queue) runBatch(ctx context.Context, max int, h Handler) ([]Result, error) {
@@ -85,22 +91,45 @@ func (q *Queue) runBatch(ctx context.Context, max int, h Handler) ([]Result, err
 	if err != nil {
 		return nil, fmt.Errorf("acquire: %w", err)
 	}
-	cleanup := context.WithoutCancel(ctx)
-	defer tx.Rollback(cleanup) //nolint:errcheck // a no-op after Commit
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	if len(slots) == 0 {
 		return nil, nil // the deferred ROLLBACK ends the empty search
 	}
+	results, err := runLocked(ctx, tx, xid, lockedWork{queues: []*Queue{q}, handlers: []Handler{h}, slots: slots, of: make([]int, len(slots))})
+	return results[0], err
+}
 
-	b := &lockedBatch{q: q, tx: tx, guard: &connGuard{}, state: &handlerState{}}
+// lockedWork is what a locked-mode transaction holds: its slots, in the
+// order their handlers run, and for each (of) the position of the queue it
+// was taken for in queues, whose handler in handlers runs it. RunBatch's
+// slots are all of one queue; RunAcross's of several.
+type lockedWork struct {
+	queues   []*Queue
+	handlers []Handler
+	slots    []Slot
+	of       []int
+}
+
+// runLocked runs the handlers of the slots locked in tx (whose id is xid)
+// in turn, each in its own savepoint, and records every outcome in tx
+// before committing it; the results are by queue, as w.queues. When the
+// transaction is lost, or the outcomes cannot be written or committed, each
+// queue records what it can out of band (see RunBatch); a write refused
+// for a reason that would recur fails the slots of the queue whose write
+// it was, and the other queues' slots are acquirable again.
+func runLocked(ctx context.Context, tx pgx.Tx, xid int64, w lockedWork) ([][]Result, error) {
+	cleanup := context.WithoutCancel(ctx)
+	b := &lockedBatch{q: w.queues[0], tx: tx, guard: &connGuard{}, state: &handlerState{}}
 	connCtx, connLost := context.WithCancelCause(ctx)
 	defer connLost(nil)
 	stopPinger := b.startPinger(connCtx, connLost)
-	results := make([]Result, 0, len(slots))
-	for _, s := range slots {
+	results := make([][]Result, len(w.queues))
+	for k, s := range w.slots {
 		if closed, _ := b.connState(); ctx.Err() != nil || b.broken != nil || closed {
 			break // shutdown or a lost transaction: the slots not started stay as they are
 		}
-		results = append(results, b.run(connCtx, s, h))
+		i := w.of[k]
+		results[i] = append(results[i], b.run(connCtx, w.queues[i], s, w.handlers[i]))
 	}
 	stopPinger()
 
@@ -113,19 +142,84 @@ func (q *Queue) runBatch(ctx context.Context, max int, h Handler) ([]Result, err
 	}
 	if cause != nil {
 		_ = tx.Rollback(cleanup)
-		return q.recordOutOfBand(cleanup, results, cause)
+		return eachQueue(w.queues, results, func(q *Queue, rs []Result) ([]Result, error) {
+			return q.recordOutOfBand(cleanup, rs, cause)
+		})
 	}
-	if err := q.finish(cleanup, tx, results); err != nil {
+	if failed, err := finishAll(cleanup, tx, w.queues, results); err != nil {
 		_ = tx.Rollback(cleanup)
-		if !retry.Transient(cleanup, err) {
-			results = asFailures(q, results, err)
-		}
-		return q.recordOutOfBand(cleanup, results, err)
+		recurs := !retry.Transient(cleanup, err)
+		return eachQueue(w.queues, results, func(q *Queue, rs []Result) ([]Result, error) {
+			if recurs && (failed < 0 || q == w.queues[failed]) {
+				rs = asFailures(q, rs, err)
+			}
+			return q.recordOutOfBand(cleanup, rs, err)
+		})
 	}
 	if err := tx.Commit(cleanup); err != nil {
-		return q.afterFailedCommit(cleanup, results, xid, err)
+		return eachQueue(w.queues, results, func(q *Queue, rs []Result) ([]Result, error) {
+			return q.afterFailedCommit(cleanup, rs, xid, err)
+		})
 	}
 	return results, nil
+}
+
+// finishAll writes the outcomes of every queue's results in tx, in one
+// round trip. When a write fails, failed is the position of the queue
+// whose write it was, or -1 when that is not known (the round trip itself
+// failed).
+func finishAll(ctx context.Context, tx pgx.Tx, queues []*Queue, results [][]Result) (failed int, err error) {
+	b := &pgx.Batch{}
+	var of []int // the queue of each statement in b
+	for i, q := range queues {
+		if err := q.queueOutcomes(b, results[i]); err != nil {
+			return i, err
+		}
+		for len(of) < b.Len() {
+			of = append(of, i)
+		}
+	}
+	// Each statement's check counts it done, so the first not done is the
+	// one that failed.
+	done := 0
+	for _, qq := range b.QueuedQueries {
+		check := qq.Fn
+		qq.Fn = func(br pgx.BatchResults) error {
+			var err error
+			if check != nil {
+				err = check(br)
+			} else {
+				_, err = br.Exec()
+			}
+			if err == nil {
+				done++
+			}
+			return err
+		}
+	}
+	if err := sendOutcomes(ctx, tx, b); err != nil {
+		if done < len(of) {
+			return of[done], err
+		}
+		return -1, err
+	}
+	return -1, nil
+}
+
+// eachQueue applies record to the results of each queue that has any, and
+// returns the first error.
+func eachQueue(queues []*Queue, results [][]Result, record func(*Queue, []Result) ([]Result, error)) ([][]Result, error) {
+	var first error
+	for i, q := range queues {
+		if len(results[i]) == 0 {
+			continue
+		}
+		var err error
+		if results[i], err = record(q, results[i]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return results, first
 }
 
 // lockedBatch is one locked-mode transaction and its slots.

@@ -698,7 +698,9 @@ func TestBatchWriteRefusesOutcomesOutOfOrder(t *testing.T) {
 
 	_, err = tx.Exec(ctx, "SAVEPOINT unsorted")
 	require.NoError(t, err)
-	require.ErrorIs(t, q.finishSorted(ctx, tx, results), errOutcomesMissing)
+	unsorted := &pgx.Batch{}
+	require.NoError(t, q.finishSorted(unsorted, results))
+	require.ErrorIs(t, sendOutcomes(ctx, tx, unsorted), errOutcomesMissing)
 	_, err = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT unsorted")
 	require.NoError(t, err)
 

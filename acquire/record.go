@@ -23,19 +23,43 @@ import (
 const outcomesPerStatement = 500
 
 // finish writes the outcomes of the batch, sorted by slot start as
-// finishLocked takes them, with one statement per outcomesPerStatement.
+// finishLocked takes them, with one statement per outcomesPerStatement,
+// all sent at once.
 func (q *Queue) finish(ctx context.Context, tx pgx.Tx, results []Result) error {
+	b := &pgx.Batch{}
+	if err := q.queueOutcomes(b, results); err != nil {
+		return err
+	}
+	return sendOutcomes(ctx, tx, b)
+}
+
+// queueOutcomes adds to b the statements that write the outcomes of
+// results, sorted by slot start as finishLocked takes them, one per
+// outcomesPerStatement.
+func (q *Queue) queueOutcomes(b *pgx.Batch, results []Result) error {
 	results = slices.SortedFunc(slices.Values(results), func(a, b Result) int { return a.Slot.Start.Compare(b.Slot.Start) })
 	for chunk := range slices.Chunk(results, outcomesPerStatement) {
-		if err := q.finishSorted(ctx, tx, chunk); err != nil {
+		if err := q.finishSorted(b, chunk); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// finishSorted writes outcomes sorted by slot start in one statement.
-func (q *Queue) finishSorted(ctx context.Context, tx pgx.Tx, results []Result) error {
+// sendOutcomes sends the statements queued in b in tx, in one round trip.
+func sendOutcomes(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("acquire: record outcomes: %w", err)
+	}
+	return nil
+}
+
+// finishSorted adds to b the statement that writes outcomes sorted by slot
+// start, if any is not Abandoned.
+func (q *Queue) finishSorted(b *pgx.Batch, results []Result) error {
 	var (
 		starts   []time.Time
 		statuses []string
@@ -79,23 +103,23 @@ func (q *Queue) finishSorted(ctx context.Context, tx pgx.Tx, results []Result) e
 		}
 		owners, held = append(owners, owner), append(held, s.heldFence)
 	}
-	var err error
 	switch len(starts) {
 	case 0:
-		return nil
 	case 1:
-		_, err = tx.Exec(ctx, q.sql.finishOne, q.name, q.interval, starts[0], statuses[0], fences[0], attempts[0], failures[0],
+		b.Queue(q.sql.finishOne, q.name, q.interval, starts[0], statuses[0], fences[0], attempts[0], failures[0],
 			messages[0], delays[0], data[0], events[0], q.opts.Owner, owners[0], held[0])
 	default:
-		var written int
-		err = tx.QueryRow(ctx, q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays,
-			data, events, q.opts.Owner, owners, held).Scan(&written)
-		if err == nil && written != len(starts) {
-			err = fmt.Errorf("%d of %d written: %w", written, len(starts), errOutcomesMissing)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("acquire: record outcomes: %w", err)
+		b.Queue(q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays,
+			data, events, q.opts.Owner, owners, held).QueryRow(func(row pgx.Row) error {
+			var written int
+			if err := row.Scan(&written); err != nil {
+				return err
+			}
+			if written != len(starts) {
+				return fmt.Errorf("%d of %d written: %w", written, len(starts), errOutcomesMissing)
+			}
+			return nil
+		})
 	}
 	return nil
 }

@@ -68,12 +68,10 @@ func (q *Queue) querySlots(ctx context.Context, tx pgx.Tx, sql string, max int, 
 	var heldFence, xid int64
 	var heldOwner pgtype.UUID
 	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner, &xid), func() error {
-		s, err := r.slot(q)
+		s, err := r.locked(q, heldFence, heldOwner)
 		if err != nil {
 			return err
 		}
-		// Locked mode writes attempts at the end: this run is one more.
-		s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
 		out = append(out, s)
 		return nil
 	})
@@ -97,6 +95,15 @@ type slotRow struct {
 
 func (r *slotRow) dest() []any {
 	return []any{&r.start, &r.end, &r.attempts, &r.failures, &r.data, &r.message, &r.tookOver, &r.fence, &r.generation, &r.upstream}
+}
+
+// locked is the Slot of a row locked for a locked-mode transaction of q,
+// with the fence and owner of the expired lease it took over, if any.
+func (r *slotRow) locked(q *Queue, heldFence int64, heldOwner pgtype.UUID) (Slot, error) {
+	s, err := r.slot(q)
+	// Locked mode writes attempts at the end: this run is one more.
+	s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
+	return s, err
 }
 
 // slot returns the row as a Slot. It fails only when an upstream series'

@@ -34,6 +34,7 @@ var sqlFiles embed.FS
 type statements struct {
 	lockedBegin,
 	selectLocked,
+	selectAcross,
 	finishLocked,
 	finishOne,
 	claim,
@@ -237,6 +238,7 @@ func renderStatements(schema string, newestFirst bool, deadMan time.Duration) st
 		readCapValue:       r("read_cap_value"),
 		lockedBegin:        r("locked_begin"),
 		selectLocked:       r("select_locked"),
+		selectAcross:       r("select_across"),
 		finishLocked:       r("finish_locked"),
 		finishOne:          r("finish_one"),
 		claim:              r("claim"),

@@ -26,4 +26,4 @@ SELECT clock_timestamp(), $1, $2, c.slot_start, 'ejected', c.generation, c.held_
 FROM claimed AS c WHERE c.took_over
 )
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation,
-    {{template "upstream" set . "slot" "claimed" "deps" "true"}}, lease_until, ctid FROM claimed
+    {{template "upstream" set . "name" "$1" "interval" "$2" "slot" "claimed" "deps" "true"}}, lease_until, ctid FROM claimed

@@ -61,11 +61,7 @@
 -- (upstream_done, migration 9). A series without dependencies pays one
 -- index probe per claim for that, not one per slot.
 ctl AS MATERIALIZED (
-    SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag,
-        coalesce(bool_or(c.paused_at IS NOT NULL), false) AS paused, max(c.max_in_flight) AS cap,
-        EXISTS (SELECT FROM {{.schema}}.series_dependency AS d WHERE d.name = $1 AND d."interval" = $2) AS deps
-    FROM {{.schema}}.series AS c
-    WHERE c.name = $1 AND c."interval" = $2
+{{template "ctlRow" set . "name" "$1" "interval" "$2"}}
 ),
 {{- if .permitsInline}}
 {{template "freePermits" .}}
@@ -92,8 +88,7 @@ available AS (
       AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
       AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)
       AND NOT (SELECT paused FROM ctl)
-      AND (NOT (SELECT deps FROM ctl) OR NOT EXISTS (SELECT FROM {{.schema}}.series_dependency AS d
-          WHERE d.name = $1 AND d."interval" = $2 AND NOT {{.schema}}.upstream_done(d.up_name, d.up_interval, slot_start, slot_end)))
+      AND (NOT (SELECT deps FROM ctl) OR {{template "upstreamDone" set . "name" "$1" "interval" "$2"}})
 {{- if .capped}}
     ORDER BY slot_start {{.order}}
     LIMIT least($3 - (SELECT count(*) FROM expired), coalesce({{template "capFree" .}}, $3))
@@ -107,6 +102,23 @@ available AS (
 picked AS (
     SELECT * FROM expired UNION ALL SELECT * FROM available
 )
+{{- end}}
+
+{{define "ctlRow"}}
+-- ctlRow is ctl's one row for the series .name, .interval (expressions:
+-- the parameters, or a column of the series listed by select_across).
+    SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag,
+        coalesce(bool_or(c.paused_at IS NOT NULL), false) AS paused, max(c.max_in_flight) AS cap,
+        EXISTS (SELECT FROM {{.schema}}.series_dependency AS d WHERE d.name = {{.name}} AND d."interval" = {{.interval}}) AS deps
+    FROM {{.schema}}.series AS c
+    WHERE c.name = {{.name}} AND c."interval" = {{.interval}}
+{{- end}}
+
+{{define "upstreamDone"}}
+-- upstreamDone is whether every upstream series of .name, .interval
+-- finished the span of the slot row being tested (slot_start, slot_end).
+NOT EXISTS (SELECT FROM {{.schema}}.series_dependency AS d
+          WHERE d.name = {{.name}} AND d."interval" = {{.interval}} AND NOT {{.schema}}.upstream_done(d.up_name, d.up_interval, slot_start, slot_end))
 {{- end}}
 
 {{define "capFree"}}
@@ -211,9 +223,9 @@ INSERT INTO {{.schema}}.slot_event (at, name, "interval", slot_start, event, gen
 
 {{define "upstream"}}
 -- upstream is, for a slot of the relation .slot (with slot_start and
--- slot_end) of a series with dependencies (.deps true), the rows of each
--- upstream series that overlap it, with their generations: a JSON array
--- of one object per upstream series (n name, i interval, z zone, o
+-- slot_end) of the series .name, .interval with dependencies (.deps
+-- true), the rows of each upstream series that overlap it, with their
+-- generations: a JSON array of one object per upstream series (n name, i interval, z zone, o
 -- origin, s its slots as {s start, e end, g generation} in slot order),
 -- NULL without dependencies. The claim passes its ctl's test, so a series
 -- without dependencies pays nothing per slot. Compacted upstream slots
@@ -230,6 +242,6 @@ CASE WHEN {{.deps}} THEN (
         ORDER BY d.up_name, d.up_interval)
     FROM {{.schema}}.series_dependency AS d
     JOIN {{.schema}}.series AS u ON u.name = d.up_name AND u."interval" = d.up_interval
-    WHERE d.name = $1 AND d."interval" = $2)
+    WHERE d.name = {{.name}} AND d."interval" = {{.interval}})
 END
 {{- end}}

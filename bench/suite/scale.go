@@ -20,7 +20,7 @@ import (
 
 // The series-scale scenario: what idle series cost. For each count of
 // tenants, one process (a child of the bench, see scale_child.go) declares
-// a PT1M series and a no-op locked-mode job per tenant through almanac's
+// a PT1M series and a no-op batched locked-mode job per tenant through almanac's
 // root API and starts them; in the same run another process declares a
 // periodic River job per tenant, on the same boundaries. Each process runs
 // alone on a PostgreSQL cluster the scenario starts for itself (PostgreSQL's
@@ -193,10 +193,10 @@ func runSeriesScale(ctx context.Context, e *env) ([]Row, error) {
 // setup says how both sides ran, for the first row's note.
 func (s *scaleScenario) setup() string {
 	return fmt.Sprintf("each side a process of its own, alone on a cluster of the bench's own with PostgreSQL's defaults; "+
-		"almanac: one %s series (built by slot.NewSeries) and locked-mode job per tenant through Register + Start, default Options (Concurrency %d), pool of %d; "+
+		"almanac: one %s series (built by slot.NewSeries) and locked-mode job (Batch %d) per tenant through Register + Start, default Options (Concurrency %d), pool of %d; "+
 		"River: one periodic job per tenant at every %s boundary (RunOnStart false), MaxWorkers %d, defaults otherwise, pool of %d; "+
 		"one start-up per side; at rest: %.0f s windows ending %.1f s before a boundary, a median over %d boundaries; %s",
-		s.sz.interval, scaleConcurrency, scalePoolConns, s.sz.interval, scaleRiverWorkers, scalePoolConns, s.sz.window.Seconds(), s.sz.guard.Seconds(), s.e.repeats, s.load)
+		s.sz.interval, scaleBatch, scaleConcurrency, scalePoolConns, s.sz.interval, scaleRiverWorkers, scalePoolConns, s.sz.window.Seconds(), s.sz.guard.Seconds(), s.e.repeats, s.load)
 }
 
 // process runs one side with n tenants in a database of its own and

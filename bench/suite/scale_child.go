@@ -259,8 +259,8 @@ func (c *scaleChild) startSide(ctx context.Context, progress func(int)) (childMs
 	return msg, nil
 }
 
-// declareAlmanac declares a series and a locked-mode job with a no-op
-// handler per tenant, in one Client.
+// declareAlmanac declares a series and a batched locked-mode job with a
+// no-op handler per tenant, in one Client.
 func (c *scaleChild) declareAlmanac(ctx context.Context, progress func(int)) (*almanac.Client, error) {
 	client, err := almanac.New(c.pool, almanac.Options{Logger: c.logger})
 	if err != nil {
@@ -272,6 +272,10 @@ func (c *scaleChild) declareAlmanac(ctx context.Context, progress func(int)) (*a
 	}
 	return client, registerAlmanac(ctx, client, c.cfg.Tenants, c.cfg.Interval, handler, progress)
 }
+
+// scaleBatch is the Batch of every tenant's job: batched jobs of many
+// series that are due together share a transaction (a slot of each).
+const scaleBatch = 100
 
 // registerAlmanac declares one series and one job per tenant without a
 // round trip per tenant: each grid is built in the process (slot.NewSeries,
@@ -288,7 +292,7 @@ func registerAlmanac(_ context.Context, client *almanac.Client, tenants int, int
 		if err != nil {
 			return err
 		}
-		if err := client.Register(almanac.Job{Series: s, Handler: h}); err != nil {
+		if err := client.Register(almanac.Job{Series: s, Handler: h, Batch: scaleBatch}); err != nil {
 			return err
 		}
 		progress(i + 1)
