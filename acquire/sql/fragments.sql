@@ -58,8 +58,22 @@
 -- included (held slots finish; their holders' writes need no claim), its
 -- cap (see capFree), and whether it depends on upstream series: a slot of
 -- such a series is due only once every upstream series finished its span
--- (upstream_done, migration 9). A series without dependencies pays one
--- index probe per claim for that, not one per slot.
+-- (upstream_done, migration 9). Each is read once per claim and tested
+-- once (a one-time filter), not per slot: a series without dependencies
+-- pays one index probe per claim for them.
+--
+-- The per-slot test of the upstream series is in the statement only with
+-- .upstream, the variant for a series the queue last read with upstream
+-- series (see controls). The planner counts an index probe per row for it
+-- whether it runs or not, which over a range of many slots multiplied the
+-- statement's estimated cost past jit_above_cost: a plan made for the
+-- claim's parameters (every claim without named prepared statements, and
+-- the first five of a prepared one) was then compiled to machine code,
+-- which took many times longer than the claim itself
+-- (TestPlainClaimIsNotCompiled). Without .upstream the statement takes no
+-- AVAILABLE slot of a series that has upstream series, so a dependency
+-- added after the queue's last read holds claims back until the next
+-- read, and never lets one through.
 ctl AS MATERIALIZED (
     SELECT coalesce(max(greatest({{.lag}} * interval '1 microsecond', c.lag)), {{.lag}} * interval '1 microsecond') AS lag,
         coalesce(bool_or(c.paused_at IS NOT NULL), false) AS paused, max(c.max_in_flight) AS cap,
@@ -92,8 +106,12 @@ available AS (
       AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
       AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)
       AND NOT (SELECT paused FROM ctl)
+{{- if .upstream}}
       AND (NOT (SELECT deps FROM ctl) OR NOT EXISTS (SELECT FROM {{.schema}}.series_dependency AS d
           WHERE d.name = $1 AND d."interval" = $2 AND NOT {{.schema}}.upstream_done(d.up_name, d.up_interval, slot_start, slot_end)))
+{{- else}}
+      AND NOT (SELECT deps FROM ctl)
+{{- end}}
 {{- if .capped}}
     ORDER BY slot_start {{.order}}
     LIMIT least($3 - (SELECT count(*) FROM expired), coalesce({{template "capFree" .}}, $3))
