@@ -2,6 +2,8 @@ package acquire
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,6 +63,7 @@ func benchmarkModeWith(b *testing.B, mode pgx.QueryExecMode, setup benchSetup, s
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var done atomic.Int64
+	cpu := serverCPU(ctx, b, pool, benchWorkers)
 	b.ResetTimer()
 	start := time.Now()
 	for range benchWorkers {
@@ -83,7 +86,60 @@ func benchmarkModeWith(b *testing.B, mode pgx.QueryExecMode, setup benchSetup, s
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "slots/s")
+	if used := serverCPU(ctx, b, pool, 0).since(cpu); used > 0 {
+		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "server-cpu-µs/slot")
+	}
 	require.Equal(b, b.N, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+}
+
+// cpuTimes is the CPU time each server process behind a pool's
+// connections has used, by process id.
+type cpuTimes map[uint32]time.Duration
+
+// serverCPU opens at least open connections of pool, then reads the CPU
+// time the server processes behind its idle connections have used, from
+// /proc/PID/schedstat: the server runs on this machine in the tests. On a
+// machine shared with other work, wall-clock throughput moves with the
+// load; the CPU time the server spends per slot moves far less. Nil when
+// it cannot be read.
+func serverCPU(ctx context.Context, b *testing.B, pool *pgxpool.Pool, open int) cpuTimes {
+	var held []*pgxpool.Conn
+	for range open {
+		c, err := pool.Acquire(ctx)
+		require.NoError(b, err)
+		held = append(held, c)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	times := cpuTimes{}
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		pid := c.Conn().PgConn().PID()
+		c.Release()
+		var ns int64
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			return nil
+		}
+		if _, err := fmt.Sscan(string(data), &ns); err != nil {
+			return nil
+		}
+		times[pid] = time.Duration(ns)
+	}
+	return times
+}
+
+// since is the CPU time used between before and t, by the processes in t
+// (one that is not in before started since).
+func (t cpuTimes) since(before cpuTimes) time.Duration {
+	if t == nil || before == nil {
+		return 0
+	}
+	var d time.Duration
+	for pid, used := range t {
+		d += used - before[pid]
+	}
+	return d
 }
 
 // TestBenchmarkSlotsAreDue: however many slots a benchmark asks for, its
