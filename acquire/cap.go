@@ -9,40 +9,69 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// capRead is how long a queue trusts what it last read of its series' cap
-// (series.max_in_flight). The claim statements never trust it: without a
-// cap they take no AVAILABLE slot of a series that has one, so a cap set
-// meanwhile only makes claims come back short until the next read.
-const capRead = time.Second
+// controlsRead is how long a queue trusts what it last read of its
+// series' controls that choose its claim statements (see controls). The
+// statements never trust it: chosen for a series without a cap or without
+// upstream series, they take no AVAILABLE slot of a series that has one,
+// so a cap or a dependency added meanwhile only makes claims come back
+// short until the next read, at most this long after the change.
+const controlsRead = time.Second
 
-// capState caches whether the queue's series has a cap.
-type capState struct {
-	mu     sync.Mutex
+// controls are the series' controls that choose a queue's claim
+// statements: the others (pause, lag) are read and tested by every claim
+// statement once, whatever they are, but these add work to the statement
+// even when unset, so the statements without them are used for a series
+// without them (see candidates).
+type controls struct {
+	// capped: the series has a cap (max_in_flight); its admissions lock
+	// the series row and count what is held.
 	capped bool
-	at     time.Time
+	// upstream: the series depends on upstream series (series_dependency);
+	// each AVAILABLE slot is tested against them.
+	upstream bool
 }
 
-// capped reports whether the series has a cap, as read at most capRead
-// ago, through db: the locked-mode transaction's own connection in locked
-// mode, which may hold the only one it is allowed. A failed read keeps the
-// last value (the statements are safe either way); in a transaction it
-// fails the transaction, which the caller then reports.
-func (q *Queue) capped(ctx context.Context, db interface {
+// variant is the index of the claim statements for c in
+// statements.claim and statements.selectLocked.
+func (c controls) variant() int {
+	v := 0
+	if c.capped {
+		v |= 1
+	}
+	if c.upstream {
+		v |= 2
+	}
+	return v
+}
+
+// controlsState caches the series' controls, as read at when.
+type controlsState struct {
+	mu   sync.Mutex
+	last controls
+	when time.Time
+}
+
+// controls returns the series' controls, as read at most controlsRead ago,
+// through db: the locked-mode transaction's own connection in locked mode,
+// which may hold the only one it is allowed. A failed read keeps the last
+// value (the statements are safe either way); in a transaction it fails
+// the transaction, which the caller then reports.
+func (q *Queue) controls(ctx context.Context, db interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) bool {
-	q.cap.mu.Lock()
-	defer q.cap.mu.Unlock()
-	if now := time.Now(); now.Sub(q.cap.at) >= capRead {
-		var capped bool
-		err := db.QueryRow(ctx, q.sql.readCap, q.name, q.interval).Scan(&capped)
-		if err == nil {
-			q.cap.capped, q.cap.at = capped, now
+}) controls {
+	q.ctl.mu.Lock()
+	defer q.ctl.mu.Unlock()
+	if now := time.Now(); now.Sub(q.ctl.when) >= controlsRead {
+		var c controls
+		if err := db.QueryRow(ctx, q.sql.readControls, q.name, q.interval).Scan(&c.capped, &c.upstream); err == nil {
+			q.ctl.last, q.ctl.when = c, now
 		}
 	}
-	return q.cap.capped
+	return q.ctl.last
 }
 
-// selectCapped is selectLockedIn for a series with a cap. In a
+// selectCapped is selectLockedIn for a series with a cap, sql the capped
+// variant of select_locked.sql the series' controls chose. In a
 // transaction of its own, on a second connection (the pool's reserve
 // provides it: it waits only for other admissions, which are short), it
 // locks the series row, so that admissions happen one at a time; while it
@@ -53,7 +82,7 @@ func (q *Queue) capped(ctx context.Context, db interface {
 // by tx: they end with tx, whatever ends it, so a crashed worker's slots
 // leave the count at once, as its slots' row locks do; and no role without
 // a privilege on almanac's tables can take one.
-func (q *Queue) selectCapped(ctx context.Context, tx pgx.Tx, query func(sql string, extra ...any) ([]Slot, int64, error)) ([]Slot, int64, error) {
+func (q *Queue) selectCapped(ctx context.Context, tx pgx.Tx, sql string, query func(sql string, extra ...any) ([]Slot, int64, error)) ([]Slot, int64, error) {
 	gate, err := q.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, 0, fmt.Errorf("admission: %w", err)
@@ -76,7 +105,7 @@ func (q *Queue) selectCapped(ctx context.Context, tx pgx.Tx, query func(sql stri
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT almanac_permits"); err != nil {
 		return nil, 0, fmt.Errorf("admission: %w", err)
 	}
-	slots, xid, err := query(q.sql.selectLockedCapped, held)
+	slots, xid, err := query(sql, held)
 	if err != nil {
 		return nil, 0, err
 	}

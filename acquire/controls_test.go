@@ -21,19 +21,11 @@ func TestSeriesLagHoldsClaims(t *testing.T) {
 	// About 114 years: none of the fixture's slots is due.
 	f.exec(`UPDATE {{schema}}.series SET lag = interval '1000000 hours'`)
 	q := f.queue(Options{})
-	leases, err := q.Claim(ctx, 3)
-	require.NoError(t, err)
-	require.Empty(t, leases, "lease mode claims no slot the series' lag holds back")
-	_, ok, err := q.Run(ctx, func(context.Context, pgx.Tx, Slot) error {
-		t.Fatal("locked mode claims no slot the series' lag holds back")
-		return nil
-	})
-	require.NoError(t, err)
-	require.False(t, ok)
+	claimsNothing(t, q, 3, "no slot the series' lag holds back")
 
 	// A series lag shorter than the queue's: the queue's wins.
 	f.exec(`UPDATE {{schema}}.series SET lag = interval '1 second'`)
-	leases, err = f.queue(Options{Policy: Policy{Lag: 1000000 * time.Hour}}).Claim(ctx, 3)
+	leases, err := f.queue(Options{Policy: Policy{Lag: 1000000 * time.Hour}}).Claim(ctx, 3)
 	require.NoError(t, err)
 	require.Empty(t, leases)
 
@@ -60,21 +52,13 @@ func TestPausedSeriesClaimsNothing(t *testing.T) {
 	f.exec(`UPDATE {{schema}}.series SET paused_at = clock_timestamp(), paused_by = 'test', paused_reason = 'maintenance'`)
 
 	other := f.queue(Options{})
-	leases, err := other.Claim(ctx, 4)
-	require.NoError(t, err)
-	require.Empty(t, leases, "a paused series gives no lease, and no expired one")
-	_, ok, err := other.Run(ctx, func(context.Context, pgx.Tx, Slot) error {
-		t.Fatal("a paused series gives locked mode no slot")
-		return nil
-	})
-	require.NoError(t, err)
-	require.False(t, ok)
+	claimsNothing(t, other, 4, "no slot of a paused series, and no expired lease")
 	require.NoError(t, held[0].Complete(ctx), "a slot held when the series was paused finishes")
 	require.Equal(t, "COMPLETE", f.row(f.slotStart(0)).Status)
 
 	f.exec(`UPDATE {{schema}}.series SET paused_at = NULL, paused_by = NULL, paused_reason = NULL`)
 	other.Rewind()
-	leases, err = other.Claim(ctx, 4)
+	leases, err := other.Claim(ctx, 4)
 	require.NoError(t, err)
 	require.Len(t, leases, 3, "resumed: the expired lease and the two AVAILABLE slots")
 }
@@ -140,4 +124,48 @@ func TestCapAdmitsNoMoreThanMaxInFlight(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, most.Load(), int64(limit), "slots held at once")
 	require.Equal(t, slots, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`))
+}
+
+// TestUpstreamAddedLaterHoldsClaims: a queue that last read its series
+// without upstream series claims with the statements that do not test
+// them; when another process then makes the series depend on one whose
+// slots are not done, those statements take no AVAILABLE slot, in either
+// mode, however long the queue goes on trusting its read. Once it reads
+// the dependency it tests each slot against the upstream series.
+func TestUpstreamAddedLaterHoldsClaims(t *testing.T) {
+	f := newFixture(t, 3)
+	ctx := context.Background()
+	q := f.queue(Options{})
+	require.Equal(t, controls{}, q.controls(ctx, f.db.Pool))
+
+	f.exec(`INSERT INTO {{schema}}.series (name, "interval", origin) VALUES ('ingest', 'PT1M', '2000-01-01')`)
+	f.exec(`INSERT INTO {{schema}}.series_dependency (name, "interval", up_name, up_interval) VALUES ('report', 'PT1M', 'ingest', 'PT1M')`)
+	q.ctl.when = time.Now().Add(time.Hour) // the read before the dependency is trusted throughout
+	claimsNothing(t, q, 3, "no slot whose upstream slots are not done")
+
+	q.ctl.when = time.Time{}
+	require.Equal(t, controls{upstream: true}, q.controls(ctx, f.db.Pool))
+	f.exec(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, completed_at)
+		SELECT 'ingest', 'PT1M', slot_start, slot_end, 'COMPLETE', now() FROM {{schema}}.slot WHERE name = 'report' AND slot_start < $1`,
+		f.slotStart(2))
+	q.Rewind()
+	leases, err := q.Claim(ctx, 3)
+	require.NoError(t, err)
+	require.Len(t, leases, 2, "the slots whose upstream slots are done, not the one whose are not")
+}
+
+// claimsNothing: q's claims of up to n slots, in lease mode and in locked
+// mode, take none (what says why).
+func claimsNothing(t *testing.T, q *Queue, n int, what string) {
+	t.Helper()
+	ctx := context.Background()
+	leases, err := q.Claim(ctx, n)
+	require.NoError(t, err)
+	require.Empty(t, leases, "lease mode claims %s", what)
+	_, ok, err := q.Run(ctx, func(context.Context, pgx.Tx, Slot) error {
+		t.Errorf("locked mode claims %s", what)
+		return nil
+	})
+	require.NoError(t, err)
+	require.False(t, ok)
 }

@@ -247,15 +247,12 @@ func (q *Queue) claimIn(ctx context.Context, n int, lo, hi time.Time, takeovers 
 	from, to := q.expiredIn(takeovers)
 	var leases []*Lease
 	q.leases.claiming.RLock()
-	claim := q.sql.claim
-	capped := q.capped(ctx, q.pool)
-	if capped {
-		claim = q.sql.claimCapped
-	}
+	c := q.controls(ctx, q.pool)
+	claim := q.sql.claim[c.variant()]
 	uncertain, err := q.write(ctx, func(b *pgx.Batch) {
 		leases = leases[:0]
 		sent := time.Now()
-		if capped {
+		if c.capped {
 			// Admissions to a series with a cap happen one at a time: the
 			// claim counts what is held once the lock is granted.
 			b.Queue(q.sql.lockSeries, q.name, q.interval)

@@ -157,8 +157,9 @@ type Queue struct {
 	// frontier the queue's share of the series' frontier.
 	floor    *floor
 	frontier frontier
-	// cap is whether the series has a cap, as last read (see capped).
-	cap capState
+	// ctl is what the queue last read of the series' controls (see
+	// controls).
+	ctl controlsState
 
 	// merge writes completions together (Options.CompletionWindow); nil
 	// when each is written at once.
@@ -256,10 +257,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, grid slot.Series, opts Options
 	if q.to.IsZero() {
 		q.to = slot.MaxTime()
 	}
-	// The first claims know whether the series has a cap: the definition
-	// just read says (a caller that read many at once passes them in ctx,
-	// so opening many queues costs no statement each).
-	q.cap.capped, q.cap.at = def.MaxInFlight > 0, time.Now()
+	// The first claims know the series' controls: the definition just
+	// read says (a caller that read many at once passes them in ctx, so
+	// opening many queues costs no statement each).
+	q.ctl.last, q.ctl.when = controls{capped: def.MaxInFlight > 0, upstream: def.Upstream}, time.Now()
 	return q, nil
 }
 

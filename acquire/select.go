@@ -48,10 +48,11 @@ func (q *Queue) selectLockedIn(ctx context.Context, tx pgx.Tx, max int, lo, hi t
 	query := func(sql string, extra ...any) ([]Slot, int64, error) {
 		return q.querySlots(ctx, tx, sql, max, from, to, lo, hi, extra...)
 	}
-	if q.capped(ctx, tx) {
-		return q.selectCapped(ctx, tx, query)
+	c := q.controls(ctx, tx)
+	if c.capped {
+		return q.selectCapped(ctx, tx, q.sql.selectLocked[c.variant()], query)
 	}
-	return query(q.sql.selectLocked)
+	return query(q.sql.selectLocked[c.variant()])
 }
 
 // querySlots runs sql, select_locked.sql or its capped variant (which

@@ -32,12 +32,14 @@ var sqlFiles embed.FS
 
 // statements are the queue's SQL, rendered for its schema and options.
 type statements struct {
+	// The claims of lease mode and the selections of locked mode, by
+	// controls.variant: with the cap's admission (capped), and with the
+	// test of upstream series (upstream) or without it.
+	claim, selectLocked [4]string
 	lockedBegin,
-	selectLocked,
 	selectAcross,
 	finishLocked,
 	finishOne,
-	claim,
 	extend,
 	complete,
 	completeTx,
@@ -53,15 +55,12 @@ type statements struct {
 	failOutOfBand,
 	draw,
 	lower,
-	// The variants for a series with a cap (see capped): claim and
-	// select slots admitting no more than the cap, after lockSeries; and
-	// the permits of locked mode.
-	claimCapped,
-	selectLockedCapped,
+	// The admission of a series with a cap (see selectCapped), and the
+	// read of the controls that choose the claim statements.
 	lockSeries,
 	takePermits,
 	countPermits,
-	readCap,
+	readControls,
 	readCapValue string
 }
 
@@ -221,43 +220,47 @@ func renderStatements(schema string, newestFirst bool, deadMan time.Duration) st
 		"keepaliveInterval": max(1, int(deadMan.Seconds()/6)),
 		"capped":            false,
 		"permitsInline":     false,
+		"upstream":          false,
 	}
-	// A capped lease claim counts the permits held itself; a capped
-	// locked-mode selection is given the count ($10, see selectCapped).
-	cappedClaim, cappedSelect := maps.Clone(data), maps.Clone(data)
-	cappedClaim["capped"], cappedClaim["permitsInline"] = true, true
-	cappedSelect["capped"] = true
 	r := func(name string) string { return render(name, data) }
-	return statements{
-		claimCapped:        render("claim", cappedClaim),
-		selectLockedCapped: render("select_locked", cappedSelect),
-		countPermits:       r("count_permits"),
-		lockSeries:         r("lock_series"),
-		takePermits:        r("take_permits"),
-		readCap:            r("read_cap"),
-		readCapValue:       r("read_cap_value"),
-		lockedBegin:        r("locked_begin"),
-		selectLocked:       r("select_locked"),
-		selectAcross:       r("select_across"),
-		finishLocked:       r("finish_locked"),
-		finishOne:          r("finish_one"),
-		claim:              r("claim"),
-		extend:             r("extend"),
-		complete:           r("complete"),
-		completeTx:         r("complete_tx"),
-		completeMany:       r("complete_many"),
-		fail:               r("fail"),
-		skip:               r("skip"),
-		snooze:             r("snooze"),
-		release:            r("release"),
-		checkpoint:         r("checkpoint"),
-		landed:             r("landed"),
-		releaseOrphans:     r("release_orphans"),
-		eject:              r("eject"),
-		failOutOfBand:      r("fail_out_of_band"),
-		draw:               r("draw"),
-		lower:              r("lower"),
+	st := statements{
+		countPermits:   r("count_permits"),
+		lockSeries:     r("lock_series"),
+		takePermits:    r("take_permits"),
+		readControls:   r("read_controls"),
+		readCapValue:   r("read_cap_value"),
+		lockedBegin:    r("locked_begin"),
+		selectAcross:   r("select_across"),
+		finishLocked:   r("finish_locked"),
+		finishOne:      r("finish_one"),
+		extend:         r("extend"),
+		complete:       r("complete"),
+		completeTx:     r("complete_tx"),
+		completeMany:   r("complete_many"),
+		fail:           r("fail"),
+		skip:           r("skip"),
+		snooze:         r("snooze"),
+		release:        r("release"),
+		checkpoint:     r("checkpoint"),
+		landed:         r("landed"),
+		releaseOrphans: r("release_orphans"),
+		eject:          r("eject"),
+		failOutOfBand:  r("fail_out_of_band"),
+		draw:           r("draw"),
+		lower:          r("lower"),
 	}
+	for v := range len(st.claim) {
+		c := controls{capped: v&1 != 0, upstream: v&2 != 0}
+		d := maps.Clone(data)
+		d["capped"], d["upstream"] = c.capped, c.upstream
+		// A capped lease claim counts the permits held itself; a capped
+		// locked-mode selection is given the count ($10, see
+		// selectCapped).
+		st.selectLocked[c.variant()] = render("select_locked", d)
+		d["permitsInline"] = c.capped
+		st.claim[c.variant()] = render("claim", d)
+	}
+	return st
 }
 
 // render renders the statement of the file name.sql with data.

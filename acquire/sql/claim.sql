@@ -25,4 +25,4 @@ SELECT clock_timestamp(), $1, $2, c.slot_start, 'taken_over', c.generation, c.he
 FROM claimed AS c WHERE c.took_over
 )
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation,
-    {{template "upstream" set . "name" "$1" "interval" "$2" "slot" "claimed" "deps" "(SELECT deps FROM ctl)"}}, lease_until, ctid FROM claimed
+    {{if .upstream}}{{template "upstream" set . "name" "$1" "interval" "$2" "slot" "claimed" "deps" "(SELECT deps FROM ctl)"}}{{else}}NULL::jsonb{{end}}, lease_until, ctid FROM claimed

@@ -58,8 +58,22 @@
 -- included (held slots finish; their holders' writes need no claim), its
 -- cap (see capFree), and whether it depends on upstream series: a slot of
 -- such a series is due only once every upstream series finished its span
--- (upstream_done, migration 9). A series without dependencies pays one
--- index probe per claim for that, not one per slot.
+-- (upstream_done, migration 9). Each is read once per claim and tested
+-- once (a one-time filter), not per slot: a series without dependencies
+-- pays one index probe per claim for them.
+--
+-- The per-slot test of the upstream series is in the statement only with
+-- .upstream, the variant for a series the queue last read with upstream
+-- series (see controls). The planner counts an index probe per row for it
+-- whether it runs or not, which over a range of many slots multiplied the
+-- statement's estimated cost past jit_above_cost: a plan made for the
+-- claim's parameters (every claim without named prepared statements, and
+-- the first five of a prepared one) was then compiled to machine code,
+-- which took many times longer than the claim itself
+-- (TestPlainClaimIsNotCompiled). Without .upstream the statement takes no
+-- AVAILABLE slot of a series that has upstream series, so a dependency
+-- added after the queue's last read holds claims back until the next
+-- read, and never lets one through.
 ctl AS MATERIALIZED (
 {{template "ctlRow" set . "name" "$1" "interval" "$2"}}
 ),
@@ -88,7 +102,11 @@ available AS (
       AND slot_start < clock_timestamp() - (SELECT lag FROM ctl)
       AND slot_end <= clock_timestamp() - (SELECT lag FROM ctl)
       AND NOT (SELECT paused FROM ctl)
+{{- if .upstream}}
       AND (NOT (SELECT deps FROM ctl) OR {{template "upstreamDone" set . "name" "$1" "interval" "$2"}})
+{{- else}}
+      AND NOT (SELECT deps FROM ctl)
+{{- end}}
 {{- if .capped}}
     ORDER BY slot_start {{.order}}
     LIMIT least($3 - (SELECT count(*) FROM expired), coalesce({{template "capFree" .}}, $3))
@@ -228,7 +246,9 @@ INSERT INTO {{.schema}}.slot_event (at, name, "interval", slot_start, event, gen
 -- generations: a JSON array of one object per upstream series (n name, i interval, z zone, o
 -- origin, s its slots as {s start, e end, g generation} in slot order),
 -- NULL without dependencies. The claim passes its ctl's test, so a series
--- without dependencies pays nothing per slot. Compacted upstream slots
+-- without dependencies pays nothing per slot; a claim without .upstream
+-- (see ctl) leaves it out, since it takes no slot of such a series, and
+-- the planner would count its subquery once per row of the range. Compacted upstream slots
 -- have no row and are not listed. The lower bound on slot_start is
 -- upstream_done's (migration 9): it lets the primary key bound the scan.
 CASE WHEN {{.deps}} THEN (

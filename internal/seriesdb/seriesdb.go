@@ -47,6 +47,9 @@ type Definition struct {
 	Lag time.Duration
 	// MaxInFlight is the series' cap on slots held at once; 0 for none.
 	MaxInFlight int
+	// Upstream says whether the series depends on upstream series
+	// (series_dependency; After lists them).
+	Upstream bool
 	// PausedAt is when the series was paused (database clock), zero when
 	// it is not; PausedBy and PausedReason say who paused it and why.
 	PausedAt               time.Time
@@ -93,7 +96,8 @@ func Add(ctx context.Context, q Querier, schema string, grid slot.Series) (def D
 
 const selectColumns = `name, "interval", time_zone, origin, coalesce(max_attempts, 0),
 	(extract(epoch FROM coalesce(lag, interval '0')) * 1000000)::bigint,
-	coalesce(max_in_flight, 0), paused_at, coalesce(paused_by, ''), coalesce(paused_reason, ''), created_at`
+	coalesce(max_in_flight, 0), paused_at, coalesce(paused_by, ''), coalesce(paused_reason, ''), created_at,
+	EXISTS (SELECT FROM {{schema}}.series_dependency AS d WHERE d.name = series.name AND d."interval" = series."interval")`
 
 // Settings are the controls Set changes; a nil field is left as stored.
 type Settings struct {
@@ -254,8 +258,9 @@ func collect(rows pgx.Rows, tolerant bool) ([]Definition, error) {
 	var maxInFlight int
 	var pausedAt *time.Time
 	var pausedBy, pausedReason string
+	var upstream bool
 	_, err := pgx.ForEachRow(rows, []any{&name, &intervalText, &zoneName, &origin, &maxAttempts, &lagMicros, &maxInFlight,
-		&pausedAt, &pausedBy, &pausedReason, &created}, func() error {
+		&pausedAt, &pausedBy, &pausedReason, &created, &upstream}, func() error {
 		grid, err := Parse(name, intervalText, zoneName, origin)
 		if err != nil && tolerant {
 			out = append(out, Definition{MaxAttempts: maxAttempts, CreatedAt: created, Err: err})
@@ -265,7 +270,7 @@ func collect(rows pgx.Rows, tolerant bool) ([]Definition, error) {
 			return err
 		}
 		d := Definition{Grid: grid, MaxAttempts: maxAttempts, Lag: time.Duration(lagMicros) * time.Microsecond, MaxInFlight: maxInFlight,
-			PausedBy: pausedBy, PausedReason: pausedReason, CreatedAt: created}
+			Upstream: upstream, PausedBy: pausedBy, PausedReason: pausedReason, CreatedAt: created}
 		if pausedAt != nil {
 			d.PausedAt = *pausedAt
 		}

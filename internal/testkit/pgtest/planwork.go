@@ -38,6 +38,25 @@ var planWorkStatements atomic.Int64
 // the test on any error.
 func PlanWork(tb testing.TB, tx pgx.Tx, mode, sql string, args ...any) int64 {
 	tb.Helper()
+	plan := explain(tb, tx, "ANALYZE, FORMAT JSON", mode, sql, args)
+	plan.checkArrayTests(tb, args)
+	return plan.work()
+}
+
+// PlanCost returns the planner's estimated total cost of sql with args in
+// tx, with the plan cache mode mode, without running it: what the server
+// compares with jit_above_cost and the other jit_* settings. It fails the
+// test on any error.
+func PlanCost(tb testing.TB, tx pgx.Tx, mode, sql string, args ...any) float64 {
+	tb.Helper()
+	return explain(tb, tx, "FORMAT JSON", mode, sql, args).TotalCost
+}
+
+// explain prepares sql in tx and returns its plan for args as EXPLAIN
+// with options (FORMAT JSON among them) reports it, under the plan cache
+// mode mode. Each of args is given as is, a PerRow as its array.
+func explain(tb testing.TB, tx pgx.Tx, options, mode, sql string, args []any) planNode {
+	tb.Helper()
 	ctx := context.Background()
 	values := make([]any, len(args))
 	for i, a := range args {
@@ -62,7 +81,7 @@ func PlanWork(tb testing.TB, tx pgx.Tx, mode, sql string, args ...any) int64 {
 			// EXECUTE takes its arguments as SQL text: the server does not
 			// describe the parameters of a utility statement, so pgx puts
 			// them in as literals.
-			return tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE "+name+"("+strings.Join(params, ", ")+")",
+			return tx.QueryRow(ctx, "EXPLAIN ("+options+") EXECUTE "+name+"("+strings.Join(params, ", ")+")",
 				append([]any{pgx.QueryExecModeSimpleProtocol}, values...)...).Scan(&plan)
 		},
 		func() error { _, err := tx.Exec(ctx, "DEALLOCATE "+name); return err },
@@ -71,8 +90,7 @@ func PlanWork(tb testing.TB, tx pgx.Tx, mode, sql string, args ...any) int64 {
 			tb.Fatal(err)
 		}
 	}
-	plan[0].Plan.checkArrayTests(tb, args)
-	return plan[0].Plan.work()
+	return plan[0].Plan
 }
 
 // PerRow marks an argument of PlanWork, an array, that the plan may test
@@ -119,9 +137,11 @@ func (n planNode) checkArrayTests(tb testing.TB, args []any) {
 }
 
 // planNode is a node of a plan as EXPLAIN (ANALYZE, FORMAT JSON) reports
-// it: its conditions, and rows and removed rows per loop.
+// it: its conditions, rows and removed rows per loop, and the planner's
+// estimate of its total cost.
 type planNode struct {
 	NodeType     string     `json:"Node Type"`
+	TotalCost    float64    `json:"Total Cost"`
 	Filter       string     `json:"Filter"`
 	JoinFilter   string     `json:"Join Filter"`
 	IndexCond    string     `json:"Index Cond"`
