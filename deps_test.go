@@ -139,19 +139,8 @@ func TestDependencies(t *testing.T) {
 // re-opens are still recorded once, not twice or never).
 func TestReopenDownstreamRecordedOnce(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.New(t)
-	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
-	require.NoError(t, err)
-	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
-	require.NoError(t, err)
-	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
-	require.NoError(t, err)
-	_, err = c.Series(ctx, "weekly", "P1W", almanac.SeriesOptions{After: []almanac.Series{report}})
-	require.NoError(t, err)
-	day := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
-	_, err = c.Materialize(ctx, ingest, day, day.Add(24*time.Hour), almanac.WriteOptions{})
-	require.NoError(t, err)
-	_, err = c.Materialize(ctx, report, day, day.AddDate(0, 0, 1), almanac.WriteOptions{})
+	db, c, ingest, report, day := ingestAndReport(t)
+	_, err := c.Series(ctx, "weekly", "P1W", almanac.SeriesOptions{After: []almanac.Series{report}})
 	require.NoError(t, err)
 	exec := func(sql string, args ...any) {
 		t.Helper()
@@ -217,19 +206,8 @@ func TestReopenDownstreamRecordedOnce(t *testing.T) {
 // slots after them as a new generation.
 func TestReopenAndCompactedSlots(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.New(t)
-	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
-	require.NoError(t, err)
-	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
-	require.NoError(t, err)
-	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
-	require.NoError(t, err)
-	day := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	db, c, ingest, report, day := ingestAndReport(t)
 	next := day.AddDate(0, 0, 1)
-	for _, s := range []almanac.Series{ingest, report} {
-		_, err = c.Materialize(ctx, s, day, next, almanac.WriteOptions{})
-		require.NoError(t, err)
-	}
 	exec := func(sql string, args ...any) error {
 		_, err := db.Pool.Exec(ctx, sqlschema.Render(sql, db.Schema), args...)
 		return err
@@ -241,7 +219,7 @@ func TestReopenAndCompactedSlots(t *testing.T) {
 		return status, generation
 	}
 	require.NoError(t, exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now()`))
-	_, err = c.Compact(ctx, next, almanac.WriteOptions{}, report)
+	_, err := c.Compact(ctx, next, almanac.WriteOptions{}, report)
 	require.NoError(t, err)
 
 	_, err = c.Reopen(ctx, ingest, day.Add(5*time.Hour), day.Add(6*time.Hour), almanac.WriteOptions{Reason: "late"})
@@ -274,4 +252,24 @@ func TestReopenAndCompactedSlots(t *testing.T) {
 	h, err := c.History(ctx, report, day)
 	require.NoError(t, err)
 	require.Contains(t, h.Events[len(h.Events)-1].Message, "upstream ingest 2026-03-04T07:00:00Z/PT1H re-opened")
+}
+
+// ingestAndReport is a schema with a PT1H ingest series and a P1D report
+// after it, and the slots of both materialized over one UTC day, returned.
+func ingestAndReport(t *testing.T) (db *pgtest.DB, c *almanac.Client, ingest, report almanac.Series, day time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	db = pgtest.New(t)
+	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	ingest, err = c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	report, err = c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
+	require.NoError(t, err)
+	day = time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	for _, s := range []almanac.Series{ingest, report} {
+		_, err = c.Materialize(ctx, s, day, day.AddDate(0, 0, 1), almanac.WriteOptions{})
+		require.NoError(t, err)
+	}
+	return db, c, ingest, report, day
 }

@@ -53,6 +53,11 @@ const (
 	stopBound = 30 * time.Second
 
 	hostileRole = "chaos_hostile"
+
+	// The upstream series of TestChaosDependencies: each of its slots
+	// covers five of the series'.
+	upstreamName     = "chaos_ingest"
+	upstreamInterval = "PT5M"
 )
 
 // slots is the size of the range: 2,400 with ALMANAC_LONG_TESTS, else
@@ -95,7 +100,18 @@ var fleetPlan = []struct {
 // start; the rest comes with the materialize fault.
 const firstPart = 0.6
 
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { rounds(t, false) }
+
+// TestChaosDependencies runs rounds in which the series depends on an
+// upstream series (upstreamName, PT5M, finished by the suite) whose slots
+// are re-opened and done again while the workers are killed and frozen
+// (see doc.go). Its workers' handlers are shorter and it restarts no
+// server, so that it adds less than a minute to a default run.
+func TestChaosDependencies(t *testing.T) { rounds(t, true) }
+
+// rounds runs rounds of seed, seed+1, … until the soak time is over, or
+// one fails; deps gives the series its upstream series.
+func rounds(t *testing.T, deps bool) {
 	seed, soak := settings(t)
 	cluster := startCluster(t)
 	bin := buildWorker(t)
@@ -114,7 +130,7 @@ func TestChaos(t *testing.T) {
 	for n := 0; ; n++ {
 		s := seed + int64(n)
 		ok := t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
-			r := &round{t: t, seed: s, cluster: cluster, admin: admin, bin: bin,
+			r := &round{t: t, seed: s, deps: deps, cluster: cluster, admin: admin, bin: bin,
 				schema: fmt.Sprintf("chaos_%d", n), rng: rand.New(rand.NewPCG(uint64(s), 0))}
 			r.run()
 		})
@@ -184,6 +200,7 @@ func connect(t *testing.T, url string) *pgxpool.Pool {
 type round struct {
 	t       *testing.T
 	seed    int64
+	deps    bool       // the series depends on upstreamName
 	rng     *rand.Rand // only used while planning, on the test goroutine
 	cluster *pgcluster.Cluster
 	admin   *pgxpool.Pool
@@ -201,6 +218,9 @@ type round struct {
 	// reopened counts the COMPLETE slots the re-open faults made
 	// AVAILABLE: each must be done once more.
 	reopened atomic.Int64
+	// upstreamReopened counts the upstream slots the upstream faults
+	// re-opened (and did again).
+	upstreamReopened atomic.Int64
 }
 
 func (r *round) run() {
@@ -303,23 +323,56 @@ CREATE TABLE {{schema}}.chaos_history (
     new_fence       bigint NOT NULL,
     old_owner       uuid,
     new_owner       uuid,
-    old_lease_until timestamptz
+    old_lease_until timestamptz,
+    old_generation  bigint NOT NULL,
+    new_generation  bigint NOT NULL
 );
 CREATE FUNCTION {{schema}}.chaos_record() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO {{schema}}.chaos_history
-        (slot_start, old_status, new_status, old_fence, new_fence, old_owner, new_owner, old_lease_until)
-    VALUES (NEW.slot_start, OLD.status, NEW.status, OLD.fence, NEW.fence, OLD.owner, NEW.owner, OLD.lease_until);
+        (slot_start, old_status, new_status, old_fence, new_fence, old_owner, new_owner, old_lease_until, old_generation, new_generation)
+    VALUES (NEW.slot_start, OLD.status, NEW.status, OLD.fence, NEW.fence, OLD.owner, NEW.owner, OLD.lease_until, OLD.generation, NEW.generation);
     RETURN NULL;
 END $$;
 CREATE TRIGGER chaos_record AFTER UPDATE ON {{schema}}.slot FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.fence IS DISTINCT FROM NEW.fence OR OLD.owner IS DISTINCT FROM NEW.owner)
+    WHEN (NEW.name = '`+seriesName+`' AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.fence IS DISTINCT FROM NEW.fence
+        OR OLD.owner IS DISTINCT FROM NEW.owner OR OLD.generation IS DISTINCT FROM NEW.generation))
     EXECUTE FUNCTION {{schema}}.chaos_record();
 GRANT USAGE ON SCHEMA {{schema}} TO `+hostileRole+`;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {{schema}} TO `+hostileRole+`;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {{schema}} TO `+hostileRole+`;`, r.schema))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.deps {
+		r.addUpstream(ctx)
+	}
+}
+
+// addUpstream registers the upstream series, every slot of it over the
+// range done, and makes the series depend on it.
+func (r *round) addUpstream(ctx context.Context) {
+	up, err := slot.NewSeries(upstreamName, mustInterval(upstreamInterval), time.UTC, time.Time{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, _, err := seriesdb.Add(ctx, r.admin, r.schema, up); err != nil {
+		r.t.Fatal(err)
+	}
+	var starts, ends []time.Time
+	for sl := range up.Slots(rangeFrom, rangeTo) {
+		starts, ends = append(starts, sl.Start), append(ends, sl.End)
+	}
+	_, err = r.admin.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, completed_at)
+		SELECT $1, $2, s, e, 'COMPLETE', clock_timestamp() FROM unnest($3::timestamptz[], $4::timestamptz[]) AS u(s, e)`, r.schema),
+		upstreamName, upstreamInterval, starts, ends)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	_, err = r.admin.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.series_dependency (name, "interval", up_name, up_interval)
+		VALUES ($1, $2, $3, $4)`, r.schema), seriesName, interval, upstreamName, upstreamInterval)
+	if err != nil {
+		r.t.Fatal(err)
 	}
 }
 
@@ -340,6 +393,11 @@ func (r *round) workers() []*workerSpec {
 		hi := min(first, (i+1)*step+r.rng.IntN(step))
 		if i == len(fleetPlan)-1 {
 			hi = first
+		}
+		if r.deps && !w.hostile {
+			// Shorter handlers, so the round fits its budget; the
+			// hostile workers' must outlast the role's timeouts.
+			w.workMin, w.workMax = w.workMin/4, w.workMax/4
 		}
 		name := fmt.Sprintf("w%02d-%s", i+1, w.mode)
 		db := r.cluster.URL("postgres")

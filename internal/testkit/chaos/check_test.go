@@ -44,6 +44,7 @@ type change struct {
 	oldFence, newFence   int64
 	oldOwner, newOwner   *string
 	oldLeaseUntil        *time.Time
+	oldGen, newGen       int64
 }
 
 type slotRow struct {
@@ -68,6 +69,7 @@ type report struct {
 	effects, expected        int
 	duplicates, missing      int
 	reopened                 int            // COMPLETE → AVAILABLE transitions
+	staleRuns                int            // completions on stale input, turned into the next generation
 	byWorker                 map[string]int // accepted completions
 	violations               []violation
 	drain, total             time.Duration
@@ -94,7 +96,8 @@ func (r *round) check() *report {
 	defer cancel()
 	rep := &report{ledger: map[time.Time][]entry{}, history: map[time.Time][]change{}, effectsOf: map[int64][]effect{}}
 
-	rows := load(ctx, r, `SELECT name, "interval", slot_start, slot_end, status, fence FROM {{schema}}.slot ORDER BY slot_start`,
+	rows := load(ctx, r, `SELECT name, "interval", slot_start, slot_end, status, fence FROM {{schema}}.slot
+		WHERE name <> '`+upstreamName+`' ORDER BY slot_start`,
 		func(s *slotRow) []any { return []any{&s.name, &s.interval, &s.start, &s.end, &s.status, &s.fence} })
 	entries := load(ctx, r, `SELECT fence, slot_start, worker, pid, mode, owner::text, lease_until, started, ended, outcome, detail
 		FROM {{schema}}.chaos_ledger ORDER BY fence`,
@@ -104,10 +107,10 @@ func (r *round) check() *report {
 	effects := load(ctx, r, `SELECT id, fence, xid, slot_start, written_at FROM {{schema}}.chaos_effect ORDER BY id`,
 		func(e *effect) []any { return []any{&e.id, &e.fence, &e.xid, &e.slotStart, &e.writtenAt} })
 	changes := load(ctx, r, `SELECT id, xid, slot_start, at, old_status, new_status, old_fence, new_fence,
-		old_owner::text, new_owner::text, old_lease_until FROM {{schema}}.chaos_history ORDER BY id`,
+		old_owner::text, new_owner::text, old_lease_until, old_generation, new_generation FROM {{schema}}.chaos_history ORDER BY id`,
 		func(c *change) []any {
 			return []any{&c.id, &c.xid, &c.slotStart, &c.at, &c.oldStatus, &c.newStatus, &c.oldFence, &c.newFence,
-				&c.oldOwner, &c.newOwner, &c.oldLeaseUntil}
+				&c.oldOwner, &c.newOwner, &c.oldLeaseUntil, &c.oldGen, &c.newGen}
 		})
 
 	byStart := map[time.Time]slotRow{}
@@ -200,12 +203,44 @@ func (r *round) check() *report {
 			rep.fail(time.Time{}, "worker %s completed no slot", s.name)
 		}
 	}
+	if r.deps {
+		rep.checkUpstream(ctx, r)
+		return rep
+	}
 	// The same count from the suite's side: each re-opened slot once more.
+	// (With dependencies, the trigger re-opens slots the suite does not
+	// count: the per-slot counts above stand alone.)
 	if want := rep.complete + int(r.reopened.Load()); rep.effects != want {
 		rep.fail(time.Time{}, "%d effects; expected %d (%d COMPLETE slots + %d re-opened by the suite)",
 			rep.effects, want, rep.complete, r.reopened.Load())
 	}
 	return rep
+}
+
+// checkUpstream checks that every COMPLETE slot of the series was done
+// on the current generations of its upstream slots: each of them is
+// COMPLETE, and completed before the run that completed the slot began
+// (its ledger entry, on the database clock). A run that began earlier
+// read what the upstream slot was before it was done again.
+func (rep *report) checkUpstream(ctx context.Context, r *round) {
+	type stale struct {
+		start, upStart, began time.Time
+		fence                 int64
+		upStatus              string
+		upDone                *time.Time
+	}
+	for _, s := range load(ctx, r, `SELECT s.slot_start, s.fence, l.started, u.slot_start, u.status, u.completed_at
+		FROM {{schema}}.slot s
+		JOIN {{schema}}.chaos_ledger l ON l.fence = s.fence
+		JOIN {{schema}}.slot u ON u.name = '`+upstreamName+`' AND u."interval" = '`+upstreamInterval+`'
+			AND u.slot_start < s.slot_end AND u.slot_end > s.slot_start
+		WHERE s.name = '`+seriesName+`' AND s.status = 'COMPLETE'
+		  AND (u.status <> 'COMPLETE' OR u.completed_at IS NULL OR u.completed_at > l.started)
+		ORDER BY s.slot_start, u.slot_start`,
+		func(v *stale) []any { return []any{&v.start, &v.fence, &v.began, &v.upStart, &v.upStatus, &v.upDone} }) {
+		rep.failFences(s.start.UTC(), []int64{s.fence}, "COMPLETE by the run of fence %d, begun at %s, but upstream slot %s is %s, done at %s",
+			s.fence, stamp(s.began), s.upStart.UTC().Format(time.RFC3339), s.upStatus, optStamp(s.upDone))
+	}
 }
 
 // load runs a query on the round's schema and scans every row.
@@ -256,7 +291,10 @@ func (rep *report) checkSlot(start time.Time, row slotRow, effects []effect) {
 		if h.oldStatus == "COMPLETE" && h.newStatus != "AVAILABLE" {
 			rep.failFences(start, []int64{h.oldFence, h.newFence}, "COMPLETE slot changed to %s with fence %d (xid %d)", h.newStatus, h.newFence, h.xid)
 		}
-		if h.newStatus == "COMPLETE" {
+		// A completion on stale input is written as the next
+		// generation, AVAILABLE (migration 10): a run that completed.
+		staleRun := h.newGen > h.oldGen && h.oldStatus != "COMPLETE" && h.oldStatus != "SKIP"
+		if h.newStatus == "COMPLETE" || staleRun {
 			es := byXid[h.xid]
 			if len(es) != 1 {
 				rep.failFences(start, []int64{h.newFence}, "completion with fence %d (xid %d) committed %d effects; expected 1", h.newFence, h.xid, len(es))
@@ -283,6 +321,11 @@ func (rep *report) checkSlot(start time.Time, row slotRow, effects []effect) {
 				rep.failFences(start, []int64{h.newFence}, "completed twice in generation %d", generation)
 			}
 			done = true
+		}
+		if staleRun {
+			generation++
+			rep.staleRuns++
+			done = false
 		}
 		if h.oldStatus == "COMPLETE" && h.newStatus == "AVAILABLE" {
 			generation++
@@ -480,6 +523,10 @@ func (r *round) summary(rep *report) string {
 		rep.slots, rep.complete, rep.skipped, rep.entries, rep.open)
 	fmt.Fprintf(&b, "  effects:    %d (expected %d; %d re-opened slots done again), duplicates %d, missing %d\n",
 		rep.effects, rep.expected, rep.reopened, rep.duplicates, rep.missing)
+	if r.deps {
+		fmt.Fprintf(&b, "  upstream:   %d upstream slots re-opened and done again; %d runs on stale input re-run as the next generation\n",
+			r.upstreamReopened.Load(), rep.staleRuns)
+	}
 	b.WriteString("  completed: ")
 	for _, s := range r.specs {
 		fmt.Fprintf(&b, " %s=%d", s.name, rep.byWorker[s.name])

@@ -43,6 +43,16 @@
 //     fenced out (refused, killed, frozen, cut off) or the later one's
 //     transaction rolled back before its token took effect.
 //
+// TestChaosDependencies runs the same rounds with a dependency: the series
+// depends on an upstream series (PT5M, every slot done by the suite) whose
+// slots the suite re-opens by plain SQL and, after a pause, does again with
+// a new fence, while workers are killed and frozen; its workers' handlers
+// are shorter and it restarts no server, to stay within a minute. Besides
+// the invariants above (counted per generation, including the generations
+// the re-opens start and the runs on stale input that end as the next
+// generation), every COMPLETE slot must have been completed by a run that
+// began after each overlapping upstream slot was done for the last time.
+//
 // The seed fixes the plan: which faults fire, at which points of progress,
 // and the random choices they make. The interleaving with the workers is
 // not reproducible, so a replay runs the same plan, not the same history.
@@ -61,7 +71,8 @@
 //
 // For example:
 //
-//	go test -race -v -run TestChaos ./internal/chaos/
+//	go test -race -v -run 'TestChaos$' ./internal/chaos/
+//	go test -race -v -run TestChaosDependencies ./internal/chaos/
 //	ALMANAC_CHAOS_SEED=1234 go test -v -run TestChaos ./internal/chaos/
 //	ALMANAC_CHAOS_SOAK=30m go test -v -timeout 40m -run TestChaos ./internal/chaos/
 package chaos

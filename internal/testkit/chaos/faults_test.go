@@ -31,9 +31,10 @@ const (
 	faultMaterialize      = "materialize"
 	faultRestartFast      = "restart-fast"
 	faultRestartImmediate = "restart-immediate"
+	faultUpstream         = "upstream-reopen"
 )
 
-var faultKinds = []string{faultKill, faultStop, faultTerminate, faultReopen, faultMaterialize, faultRestartFast, faultRestartImmediate}
+var faultKinds = []string{faultKill, faultStop, faultTerminate, faultReopen, faultMaterialize, faultRestartFast, faultRestartImmediate, faultUpstream}
 
 // plannedFault is a fault drawn from the seed: what, when (as progress, so
 // faults land while slots are being worked whatever the machine's speed),
@@ -58,22 +59,39 @@ func (r *round) plan() []plannedFault {
 		plan = append(plan, plannedFault{kind: kind, at: between(lo, hi), mode: mode, pick: r.rng.Float64(), pick2: r.rng.Float64(),
 			pause: time.Duration(between(200, 1000)) * time.Millisecond})
 	}
-	for range 6 {
-		add(faultKill, 0.02, 0.9, "")
-	}
-	for _, mode := range []string{"locked", "batch", "lease"} {
-		add(faultStop, 0.05, 0.85, mode)
-	}
-	for range 4 {
+	if r.deps {
+		// Upstream re-opens while workers are killed and frozen, no
+		// server restart (the other test's rounds have them).
+		for range 6 {
+			add(faultUpstream, 0.05, 0.9, "")
+		}
+		for range 4 {
+			add(faultKill, 0.02, 0.9, "")
+		}
+		for _, mode := range []string{"locked", "batch", "lease"} {
+			add(faultStop, 0.05, 0.85, mode)
+		}
 		add(faultTerminate, 0.02, 0.9, "")
-	}
-	for range 2 {
 		add(faultReopen, 0.3, 0.85, "")
+		add(faultMaterialize, 0.1, 0.35, "")
+	} else {
+		for range 6 {
+			add(faultKill, 0.02, 0.9, "")
+		}
+		for _, mode := range []string{"locked", "batch", "lease"} {
+			add(faultStop, 0.05, 0.85, mode)
+		}
+		for range 4 {
+			add(faultTerminate, 0.02, 0.9, "")
+		}
+		for range 2 {
+			add(faultReopen, 0.3, 0.85, "")
+		}
+		// Before the workers run out of the first part of the range.
+		add(faultMaterialize, 0.1, 0.35, "")
+		add(faultRestartFast, 0.15, 0.45, "")
+		add(faultRestartImmediate, 0.5, 0.85, "")
 	}
-	// Before the workers run out of the first part of the range.
-	add(faultMaterialize, 0.1, 0.35, "")
-	add(faultRestartFast, 0.15, 0.45, "")
-	add(faultRestartImmediate, 0.5, 0.85, "")
 	slices.SortStableFunc(plan, func(a, b plannedFault) int { return cmp.Compare(a.at, b.at) })
 	return plan
 }
@@ -159,6 +177,8 @@ func (r *round) fire(f plannedFault) {
 		rec.detail, rec.err = r.reopen(f)
 	case faultMaterialize:
 		rec.detail, rec.err = r.materialize(f)
+	case faultUpstream:
+		rec.detail, rec.err = r.reopenUpstream(f)
 	case faultRestartFast:
 		rec.detail, rec.err = r.restartServer("fast")
 	case faultRestartImmediate:
@@ -430,9 +450,7 @@ func (r *round) reopen(f plannedFault) (string, error) {
 	defer r.restart.RUnlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var firstOpen time.Time
-	err := r.admin.QueryRow(ctx, sqlschema.Render(`SELECT coalesce(min(slot_start), $1) FROM {{schema}}.slot
-		WHERE name = $2 AND "interval" = $3 AND status NOT IN ('COMPLETE', 'SKIP')`, r.schema), rangeTo, seriesName, interval).Scan(&firstOpen)
+	firstOpen, err := r.firstOpen(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -455,6 +473,54 @@ func (r *round) reopen(f plannedFault) (string, error) {
 	r.reopened.Add(res.Changed)
 	return fmt.Sprintf("[%s, %s): %d re-opened, %d held", minute(lo).Format(time.RFC3339), minute(lo+width).Format(time.RFC3339),
 		res.Changed, len(res.Held)), nil
+}
+
+// firstOpen returns the start of the first slot of the series not done
+// (rangeTo if none): the workers are busy around it.
+func (r *round) firstOpen(ctx context.Context) (time.Time, error) {
+	var first time.Time
+	err := r.admin.QueryRow(ctx, sqlschema.Render(`SELECT coalesce(min(slot_start), $1) FROM {{schema}}.slot
+		WHERE name = $2 AND "interval" = $3 AND status NOT IN ('COMPLETE', 'SKIP')`, r.schema), rangeTo, seriesName, interval).Scan(&first)
+	return first, err
+}
+
+// reopenUpstream re-opens a run of upstream slots over the part of the
+// range the workers have been through, by plain SQL, as late data would
+// (the trigger re-opens the finished slots after them and marks the held
+// ones), and after a pause does them again as an upstream run would: a
+// new fence, completed on the database clock. Meanwhile the slots after
+// them wait for them.
+func (r *round) reopenUpstream(f plannedFault) (string, error) {
+	r.restart.RLock()
+	defer r.restart.RUnlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	firstOpen, err := r.firstOpen(ctx)
+	if err != nil {
+		return "", err
+	}
+	// 2 to 10 upstream slots (10 to 50 of the series'), ending near the
+	// first open slot, where workers are busy.
+	width := (2 + int(f.pick2*8)) * 5
+	end := max(width, int(firstOpen.Sub(rangeFrom)/time.Minute)+int(f.pick*20))
+	lo, hi := minute(max(0, end-width)/5*5), minute(min(slots, end)/5*5)
+	tag, err := r.admin.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', message = 'chaos: late upstream data'
+		WHERE name = $1 AND "interval" = $2 AND slot_start >= $3 AND slot_start < $4 AND status = 'COMPLETE'`, r.schema),
+		upstreamName, upstreamInterval, lo, hi)
+	if err != nil {
+		return "", err
+	}
+	r.upstreamReopened.Add(tag.RowsAffected())
+	time.Sleep(f.pause)
+	_, err = r.admin.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'COMPLETE', fence = nextval('{{schema}}.fence_seq'),
+			completed_at = clock_timestamp(), message = NULL
+		WHERE name = $1 AND "interval" = $2 AND slot_start >= $3 AND slot_start < $4 AND status = 'AVAILABLE'`, r.schema),
+		upstreamName, upstreamInterval, lo, hi)
+	if err != nil {
+		return "", fmt.Errorf("upstream slots [%s, %s) left re-opened: %w", lo.Format(time.RFC3339), hi.Format(time.RFC3339), err)
+	}
+	return fmt.Sprintf("upstream [%s, %s): %d re-opened, done again after %s", lo.Format(time.RFC3339), hi.Format(time.RFC3339),
+		tag.RowsAffected(), f.pause), nil
 }
 
 // materialize inserts the rest of the range with three concurrent
