@@ -139,19 +139,8 @@ func TestDependencies(t *testing.T) {
 // re-opens are still recorded once, not twice or never).
 func TestReopenDownstreamRecordedOnce(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.New(t)
-	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
-	require.NoError(t, err)
-	ingest, err := c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
-	require.NoError(t, err)
-	report, err := c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
-	require.NoError(t, err)
-	_, err = c.Series(ctx, "weekly", "P1W", almanac.SeriesOptions{After: []almanac.Series{report}})
-	require.NoError(t, err)
-	day := time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
-	_, err = c.Materialize(ctx, ingest, day, day.Add(24*time.Hour), almanac.WriteOptions{})
-	require.NoError(t, err)
-	_, err = c.Materialize(ctx, report, day, day.AddDate(0, 0, 1), almanac.WriteOptions{})
+	db, c, ingest, report, day := ingestAndReport(t)
+	_, err := c.Series(ctx, "weekly", "P1W", almanac.SeriesOptions{After: []almanac.Series{report}})
 	require.NoError(t, err)
 	exec := func(sql string, args ...any) {
 		t.Helper()
@@ -207,4 +196,80 @@ func TestReopenDownstreamRecordedOnce(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.slot_event
 		WHERE name = 'ingest' AND slot_start = $1 AND event = 'reopened'`, db.Schema), day.Add(4*time.Hour)).Scan(&own))
 	require.Equal(t, 1, own, "the role's own re-open is recorded whatever it sets")
+}
+
+// TestReopenAndCompactedSlots: a re-open that would reach downstream slots
+// that exist only in a compacted range is refused, by the API and by plain
+// SQL, naming them, and changes nothing; once the downstream slots are
+// brought back (a re-open of them), it goes through. Re-opening compacted
+// upstream slots (whose rows come back by INSERT) re-opens the downstream
+// slots after them as a new generation.
+func TestReopenAndCompactedSlots(t *testing.T) {
+	ctx := context.Background()
+	db, c, ingest, report, day := ingestAndReport(t)
+	next := day.AddDate(0, 0, 1)
+	exec := func(sql string, args ...any) error {
+		_, err := db.Pool.Exec(ctx, sqlschema.Render(sql, db.Schema), args...)
+		return err
+	}
+	row := func(name string) (status string, generation int64) {
+		t.Helper()
+		require.NoError(t, db.Pool.QueryRow(ctx, sqlschema.Render(`SELECT status, generation FROM {{schema}}.slot
+			WHERE name = $1 ORDER BY slot_start LIMIT 1`, db.Schema), name).Scan(&status, &generation))
+		return status, generation
+	}
+	require.NoError(t, exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now()`))
+	_, err := c.Compact(ctx, next, almanac.WriteOptions{}, report)
+	require.NoError(t, err)
+
+	_, err = c.Reopen(ctx, ingest, day.Add(5*time.Hour), day.Add(6*time.Hour), almanac.WriteOptions{Reason: "late"})
+	require.ErrorContains(t, err, "downstream series report P1D has compacted slots in [2026-03-04T00:00:00Z, 2026-03-05T00:00:00Z)")
+	err = exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE' WHERE name = 'ingest' AND slot_start = $1`, day.Add(5*time.Hour))
+	require.ErrorContains(t, err, "has compacted slots")
+	status, _ := row("ingest")
+	require.Equal(t, "COMPLETE", status, "a refused re-open changes nothing")
+
+	_, err = c.Reopen(ctx, report, day, next, almanac.WriteOptions{Reason: "bring back"})
+	require.NoError(t, err)
+	require.NoError(t, exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now() WHERE name = 'report'`))
+	_, err = c.Reopen(ctx, ingest, day.Add(5*time.Hour), day.Add(6*time.Hour), almanac.WriteOptions{Reason: "late"})
+	require.NoError(t, err)
+	status, gen := row("report")
+	require.Equal(t, "AVAILABLE", status)
+	require.Equal(t, int64(3), gen, "brought back as 2, re-opened by the upstream as 3")
+
+	// Compacted upstream slots: their re-open brings their rows back and
+	// re-opens the report's day.
+	require.NoError(t, exec(`UPDATE {{schema}}.slot SET status = 'COMPLETE', completed_at = now()`))
+	_, err = c.Compact(ctx, next, almanac.WriteOptions{}, ingest)
+	require.NoError(t, err)
+	res, err := c.Reopen(ctx, ingest, day.Add(7*time.Hour), day.Add(8*time.Hour), almanac.WriteOptions{Reason: "late"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Changed)
+	status, gen = row("report")
+	require.Equal(t, "AVAILABLE", status)
+	require.Equal(t, int64(4), gen)
+	h, err := c.History(ctx, report, day)
+	require.NoError(t, err)
+	require.Contains(t, h.Events[len(h.Events)-1].Message, "upstream ingest 2026-03-04T07:00:00Z/PT1H re-opened")
+}
+
+// ingestAndReport is a schema with a PT1H ingest series and a P1D report
+// after it, and the slots of both materialized over one UTC day, returned.
+func ingestAndReport(t *testing.T) (db *pgtest.DB, c *almanac.Client, ingest, report almanac.Series, day time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	db = pgtest.New(t)
+	c, err := almanac.New(db.Pool, almanac.Options{Schema: db.Schema})
+	require.NoError(t, err)
+	ingest, err = c.Series(ctx, "ingest", "PT1H", almanac.SeriesOptions{})
+	require.NoError(t, err)
+	report, err = c.Series(ctx, "report", "P1D", almanac.SeriesOptions{After: []almanac.Series{ingest}})
+	require.NoError(t, err)
+	day = time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)
+	for _, s := range []almanac.Series{ingest, report} {
+		_, err = c.Materialize(ctx, s, day, day.AddDate(0, 0, 1), almanac.WriteOptions{})
+		require.NoError(t, err)
+	}
+	return db, c, ingest, report, day
 }

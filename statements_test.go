@@ -363,6 +363,11 @@ func classify(st statement, touchesSlot *regexp.Regexp, series map[string]bool) 
 		return "slot: single series", checkSeriesArgs(st, nameParam, intervalParam, series)
 	}
 	switch {
+	case strings.Contains(sql, ".reopen_downstream($1, $2,"):
+		// A re-open of compacted slots re-opens what depends on the
+		// slots it restored, as the trigger does for updated rows: the
+		// downstream series' rows, docs/scaling.md says where.
+		return "slot: re-open downstream of restored slots", nil
 	case strings.Contains(sql, ".series"):
 		if strings.Contains(sql, "WHERE name = $1 AND \"interval\" = $2") || strings.HasPrefix(sql, "INSERT INTO") {
 			return "series: one series", nil

@@ -196,10 +196,17 @@ var restoreSlotsSQL = `WITH ins AS (INSERT INTO {{schema}}.slot (name, "interval
 ` + logEvent + `
 SELECT $1, $2, ins.slot_start, 'reopened', ins.generation, ` + actor(7) + `, left($5, 1024) FROM ins ORDER BY ins.slot_start`
 
+// restoreDownstreamSQL re-opens what depends on the slots restored in the
+// runs [$3[i], $4[i]), as an update of their rows would (the trigger
+// slot_reopen_downstream, migration 10): rows brought back by INSERT do
+// not fire it.
+const restoreDownstreamSQL = `SELECT {{schema}}.reopen_downstream($1, $2, p.lo, p.hi)
+	FROM unnest($3::timestamptz[], $4::timestamptz[]) AS p(lo, hi)`
+
 // restoreCompacted brings back the compacted slots of states in p, in tx
 // (which holds the series' writer lock), as AVAILABLE rows of the next
-// generation with reason, and returns how many; a dry run only counts
-// them.
+// generation with reason, re-opens what depends on them downstream, and
+// returns how many; a dry run only counts them.
 func (c *Client) restoreCompacted(ctx context.Context, tx pgx.Tx, p part, states []string, reason string, dryRun bool) (int64, error) {
 	// Cut on slot boundaries, so the ranges kept stay on the grid.
 	lo, hi := c.ceilBoundary(p.lo), c.ceilBoundary(p.hi)
@@ -221,11 +228,12 @@ func (c *Client) restoreCompacted(ctx context.Context, tx pgx.Tx, p part, states
 	if err != nil {
 		return 0, err
 	}
-	var starts, ends []time.Time
+	var starts, ends, los, his []time.Time
 	var gens []int64
 	var s span
 	var gen int64
 	_, err = pgx.ForEachRow(rows, []any{&s.lo, &s.hi, &gen}, func() error {
+		los, his = append(los, s.lo), append(his, s.hi)
 		for sl := range c.grid.Slots(s.lo, s.hi) {
 			starts, ends, gens = append(starts, sl.Start), append(ends, sl.End), append(gens, gen+1)
 		}
@@ -235,7 +243,13 @@ func (c *Client) restoreCompacted(ctx context.Context, tx pgx.Tx, p part, states
 		return 0, err
 	}
 	tag, err := tx.Exec(ctx, c.sql.restoreSlots, c.name, c.interval, starts, ends, reason, gens, c.actor)
-	return tag.RowsAffected(), err
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, c.sql.restoreDownstream, c.name, c.interval, los, his); err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }
 
 // ceilBoundary returns the first slot boundary at or after t.

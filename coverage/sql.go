@@ -25,6 +25,7 @@ type statements struct {
 	heatmapAllRows                         string
 	compact, compactCount, mergeCompacted  string
 	restore, restoreSlots, compactedCount  string
+	restoreDownstream                      string
 	hasUpstream, waitingUpstream           string
 	waitingOn                              string
 }
@@ -452,6 +453,7 @@ func renderStatements(schema string) statements {
 		mergeCompacted:      r(mergeCompactedSQL),
 		restore:             r(restoreSQL),
 		restoreSlots:        r(restoreSlotsSQL),
+		restoreDownstream:   r(restoreDownstreamSQL),
 		compactedCount:      r(compactedCountSQL),
 		hasUpstream:         r(hasUpstreamSQL),
 		waitingUpstream:     r(waitingUpstreamSQL),

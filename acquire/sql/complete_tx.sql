@@ -8,5 +8,5 @@
 -- (TestCompleteTxUnderSerializable). The guard is tested as always; a row
 -- that has moved since (a heartbeat whose reply is on its way) is not
 -- found, and CompleteTx goes on by the key (complete).
-UPDATE {{.schema}}.slot SET {{template "completed" .}}
+UPDATE {{.schema}}.slot AS s SET {{template "completed" .}}
 WHERE ctid = $6::tid AND {{template "guard" .}}

@@ -22,7 +22,8 @@
 -- position (arrays not sorted) is not written, and the statement returns
 -- how many were: finish fails the batch rather than commit its work with
 -- outcomes missing. It is sent at most outcomesPerStatement outcomes at
--- once.
+-- once. A completion found stale (see stale) is written as the next
+-- generation: the events name the generation the batch ran.
 WITH d AS (
 UPDATE {{.schema}}.slot AS s SET
     status = {{at "v.status"}}, fence = {{at "v.fence"}}, attempts = {{at "v.attempts"}}, fail_count = {{at "v.fail_count"}},
@@ -31,12 +32,13 @@ UPDATE {{.schema}}.slot AS s SET
     data = coalesce({{at "v.data"}}, s.data),
     completed_at = CASE WHEN {{at "v.status"}} = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
     completed_by = CASE WHEN {{at "v.status"}} = 'COMPLETE' THEN $12::uuid END,
+    {{template "stale" (set . "status" (at "v.status") "fence" (at "v.fence") "since" "now()")}},
     updated_at = clock_timestamp()
 FROM (SELECT $3::timestamptz[] AS slot_start, $4::text[] AS status, $5::bigint[] AS fence, $6::int[] AS attempts,
         $7::int[] AS fail_count, $8::text[] AS message, $9::bigint[] AS delay_us, $10::jsonb[] AS data, $11::text[] AS event,
         $13::uuid[] AS held_owner, $14::bigint[] AS held_fence) AS v
 WHERE s.name = $1 AND s."interval" = $2 AND {{template "listed" .}} AND {{at "v.slot_start"}} = s.slot_start
-RETURNING s.slot_start, s.generation, s.fence, s.attempts, {{at "v.event"}} AS event, {{at "v.message"}} AS message,
+RETURNING s.slot_start, s.generation - (s.status <> {{at "v.status"}})::int AS generation, s.fence, s.attempts, {{at "v.event"}} AS event, {{at "v.message"}} AS message,
     {{at "v.held_owner"}} AS held_owner, {{at "v.held_fence"}} AS held_fence
 ), logged AS (
 {{template "logEvent" .}}

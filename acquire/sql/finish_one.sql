@@ -13,9 +13,10 @@ UPDATE {{.schema}}.slot AS s SET
     data = coalesce($10::jsonb, s.data),
     completed_at = CASE WHEN $4 = 'COMPLETE' THEN clock_timestamp() ELSE s.completed_at END,
     completed_by = CASE WHEN $4 = 'COMPLETE' THEN $12::uuid END,
+    {{template "stale" (set . "status" "$4" "fence" "$5" "since" "now()")}},
     updated_at = clock_timestamp()
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = $3
-RETURNING s.slot_start, s.generation, s.fence, s.attempts
+RETURNING s.slot_start, s.generation - (s.status <> $4)::int AS generation, s.fence, s.attempts
 )
 {{template "logEvent" .}}
 SELECT clock_timestamp(), $1, $2, d.slot_start, $11::text, d.generation, $12::uuid, d.fence, d.attempts,

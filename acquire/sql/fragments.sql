@@ -167,9 +167,25 @@ free_permits AS (
 {{- end}}
 
 {{define "completed"}}
--- completed is what a completion of the lease of owner $4 writes.
+-- completed is what a completion of the lease of owner $4 writes (to row
+-- s); see stale.
 status = 'COMPLETE', owner = NULL, lease_until = NULL, not_before = NULL, fail_count = 0,
-    message = NULL, completed_at = clock_timestamp(), completed_by = $4, updated_at = clock_timestamp()
+    message = NULL, completed_at = clock_timestamp(), completed_by = $4, updated_at = clock_timestamp(),
+    {{template "stale" (set . "status" "'COMPLETE'" "fence" "s.fence" "since" "NULL")}}
+{{- end}}
+
+{{define "stale"}}
+-- stale is the mark (reopen_cause) a write of outcome .status leaves on
+-- row s, whose run took fence .fence and, in locked mode, began at
+-- .since: a completion of a slot of a series with dependencies whose
+-- upstream slots changed since the run began (stale_cause, migration 10)
+-- is marked, and the mark makes it AVAILABLE as its next generation
+-- instead (slot_stale_finish); other writes keep the mark an upstream
+-- re-open set. A series without dependencies pays one index probe per
+-- statement.
+reopen_cause = CASE WHEN {{.status}} = 'COMPLETE' AND s.reopen_cause IS NULL
+        AND (SELECT EXISTS (SELECT FROM {{.schema}}.series_dependency AS d WHERE d.name = $1 AND d."interval" = $2))
+    THEN {{.schema}}.stale_cause($1, $2, s.slot_start, s.slot_end, {{.fence}}, {{.since}}) ELSE s.reopen_cause END
 {{- end}}
 
 {{define "guard"}}

@@ -113,6 +113,9 @@ type scenario struct {
 	// materializes their range itself; else they work the one series with
 	// acquire, and the suite registers it and materializes its range.
 	engine bool
+	// deps: the one series depends on upstreamName, which the suite
+	// registers done and re-opens under faults (TestChaosDependencies).
+	deps bool
 }
 
 func newScenario(t *testing.T, names []string, from, to time.Time, fleet []fleetWorker, engine bool) *scenario {
@@ -296,6 +299,9 @@ type round struct {
 	// reopened counts the COMPLETE slots the re-open faults made
 	// AVAILABLE: each must be done once more.
 	reopened atomic.Int64
+	// upstreamReopened counts the upstream slots the upstream faults
+	// re-opened (and did again).
+	upstreamReopened atomic.Int64
 }
 
 func (r *round) run() {
@@ -343,10 +349,11 @@ func (r *round) run() {
 }
 
 // setup migrates the round's schema, registers the series unless the
-// workers' engines do, and adds the instruments: the ledger and effect
-// tables the workers write, and a trigger that records every change of a
-// slot's status, fence or owner with the id of the transaction that made
-// it.
+// workers' engines do (and its upstream series, if it has one), and adds
+// the instruments: the ledger and effect tables the workers write, and a
+// trigger that records every change of a slot's status, fence, owner or
+// generation with the id of the transaction that made it (but the upstream
+// series').
 func (r *round) setup() {
 	t := r.t
 	ctx := context.Background()
@@ -399,23 +406,31 @@ CREATE TABLE {{schema}}.chaos_history (
     new_fence       bigint NOT NULL,
     old_owner       uuid,
     new_owner       uuid,
-    old_lease_until timestamptz
+    old_lease_until timestamptz,
+    old_generation  bigint NOT NULL,
+    new_generation  bigint NOT NULL
 );
 CREATE FUNCTION {{schema}}.chaos_record() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO {{schema}}.chaos_history
-        (name, slot_start, old_status, new_status, old_fence, new_fence, old_owner, new_owner, old_lease_until)
-    VALUES (NEW.name, NEW.slot_start, OLD.status, NEW.status, OLD.fence, NEW.fence, OLD.owner, NEW.owner, OLD.lease_until);
+        (name, slot_start, old_status, new_status, old_fence, new_fence, old_owner, new_owner, old_lease_until,
+         old_generation, new_generation)
+    VALUES (NEW.name, NEW.slot_start, OLD.status, NEW.status, OLD.fence, NEW.fence, OLD.owner, NEW.owner, OLD.lease_until,
+        OLD.generation, NEW.generation);
     RETURN NULL;
 END $$;
 CREATE TRIGGER chaos_record AFTER UPDATE ON {{schema}}.slot FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.fence IS DISTINCT FROM NEW.fence OR OLD.owner IS DISTINCT FROM NEW.owner)
+    WHEN (NEW.name <> '`+upstreamName+`' AND (OLD.status IS DISTINCT FROM NEW.status OR OLD.fence IS DISTINCT FROM NEW.fence
+        OR OLD.owner IS DISTINCT FROM NEW.owner OR OLD.generation IS DISTINCT FROM NEW.generation))
     EXECUTE FUNCTION {{schema}}.chaos_record();
 GRANT USAGE ON SCHEMA {{schema}} TO `+hostileRole+`;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {{schema}} TO `+hostileRole+`;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {{schema}} TO `+hostileRole+`;`, r.schema))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.sc.deps {
+		r.addUpstream(ctx)
 	}
 }
 
@@ -468,10 +483,11 @@ func (r *round) workers() []*workerSpec {
 func minute(i int) time.Time { return rangeFrom.Add(time.Duration(i) * time.Minute) }
 
 // counts returns how many slots exist and how many are done (COMPLETE or
-// SKIP): the round's schema holds only its series.
+// SKIP): the round's schema holds only its series, and the upstream
+// series of a dependencies round, which the suite works.
 func (r *round) counts(ctx context.Context) (total, done int, err error) {
 	err = r.admin.QueryRow(ctx, sqlschema.Render(`SELECT count(*), count(*) FILTER (WHERE status IN ('COMPLETE', 'SKIP'))
-		FROM {{schema}}.slot`, r.schema)).Scan(&total, &done)
+		FROM {{schema}}.slot WHERE name <> '`+upstreamName+`'`, r.schema)).Scan(&total, &done)
 	return total, done, err
 }
 

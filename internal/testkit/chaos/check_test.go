@@ -56,6 +56,7 @@ type change struct {
 	oldFence, newFence   int64
 	oldOwner, newOwner   *string
 	oldLeaseUntil        *time.Time
+	oldGen, newGen       int64
 }
 
 type slotRow struct {
@@ -81,6 +82,7 @@ type report struct {
 	effects, expected        int
 	duplicates, missing      int
 	reopened                 int            // COMPLETE → AVAILABLE transitions
+	staleRuns                int            // completions on stale input, turned into the next generation
 	byWorker                 map[string]int // accepted completions
 	violations               []violation
 	drain, total             time.Duration
@@ -108,7 +110,8 @@ func (r *round) check() *report {
 	rep := &report{ledger: map[slotKey][]entry{}, history: map[slotKey][]change{}, effectsOf: map[int64][]effect{}}
 	from, to := r.sc.from, r.sc.to
 
-	rows := load(ctx, r, `SELECT name, "interval", slot_start, slot_end, status, fence FROM {{schema}}.slot ORDER BY name, slot_start`,
+	rows := load(ctx, r, `SELECT name, "interval", slot_start, slot_end, status, fence FROM {{schema}}.slot
+		WHERE name <> '`+upstreamName+`' ORDER BY name, slot_start`,
 		func(s *slotRow) []any { return []any{&s.name, &s.interval, &s.start, &s.end, &s.status, &s.fence} })
 	entries := load(ctx, r, `SELECT fence, name, slot_start, worker, pid, mode, owner::text, lease_until, started, ended, outcome, detail
 		FROM {{schema}}.chaos_ledger ORDER BY fence`,
@@ -118,10 +121,10 @@ func (r *round) check() *report {
 	effects := load(ctx, r, `SELECT id, fence, xid, name, slot_start, written_at FROM {{schema}}.chaos_effect ORDER BY id`,
 		func(e *effect) []any { return []any{&e.id, &e.fence, &e.xid, &e.name, &e.slotStart, &e.writtenAt} })
 	changes := load(ctx, r, `SELECT id, xid, name, slot_start, at, old_status, new_status, old_fence, new_fence,
-		old_owner::text, new_owner::text, old_lease_until FROM {{schema}}.chaos_history ORDER BY id`,
+		old_owner::text, new_owner::text, old_lease_until, old_generation, new_generation FROM {{schema}}.chaos_history ORDER BY id`,
 		func(c *change) []any {
 			return []any{&c.id, &c.xid, &c.name, &c.slotStart, &c.at, &c.oldStatus, &c.newStatus, &c.oldFence, &c.newFence,
-				&c.oldOwner, &c.newOwner, &c.oldLeaseUntil}
+				&c.oldOwner, &c.newOwner, &c.oldLeaseUntil, &c.oldGen, &c.newGen}
 		})
 
 	outside := func(start time.Time) bool { return start.Before(from) || !start.Before(to) }
@@ -233,7 +236,13 @@ func (r *round) check() *report {
 			rep.fail(slotKey{}, "worker %s completed no slot", s.name)
 		}
 	}
+	if r.sc.deps {
+		rep.checkUpstream(ctx, r)
+		return rep
+	}
 	// The same count from the suite's side: each re-opened slot once more.
+	// (With dependencies, the trigger re-opens slots the suite does not
+	// count: the per-slot counts above stand alone.)
 	if want := rep.complete + int(r.reopened.Load()); rep.effects != want {
 		rep.fail(slotKey{}, "%d effects; expected %d (%d COMPLETE slots + %d re-opened by the suite)",
 			rep.effects, want, rep.complete, r.reopened.Load())
@@ -318,7 +327,10 @@ func (rep *report) checkSlot(start slotKey, row slotRow, effects []effect) {
 		if h.oldStatus == "COMPLETE" && h.newStatus != "AVAILABLE" {
 			rep.failFences(start, []int64{h.oldFence, h.newFence}, "COMPLETE slot changed to %s with fence %d (xid %d)", h.newStatus, h.newFence, h.xid)
 		}
-		if h.newStatus == "COMPLETE" {
+		// A completion on stale input is written as the next
+		// generation, AVAILABLE (migration 10): a run that completed.
+		staleRun := h.newGen > h.oldGen && h.oldStatus != "COMPLETE" && h.oldStatus != "SKIP"
+		if h.newStatus == "COMPLETE" || staleRun {
 			es := byXid[h.xid]
 			if len(es) != 1 {
 				rep.failFences(start, []int64{h.newFence}, "completion with fence %d (xid %d) committed %d effects; expected 1", h.newFence, h.xid, len(es))
@@ -345,6 +357,11 @@ func (rep *report) checkSlot(start slotKey, row slotRow, effects []effect) {
 				rep.failFences(start, []int64{h.newFence}, "completed twice in generation %d", generation)
 			}
 			done = true
+		}
+		if staleRun {
+			generation++
+			rep.staleRuns++
+			done = false
 		}
 		if h.oldStatus == "COMPLETE" && h.newStatus == "AVAILABLE" {
 			generation++
@@ -550,6 +567,10 @@ func (r *round) summary(rep *report) string {
 		rep.slots, rep.complete, rep.skipped, rep.entries, rep.open)
 	fmt.Fprintf(&b, "  effects:    %d (expected %d; %d re-opened slots done again), duplicates %d, missing %d\n",
 		rep.effects, rep.expected, rep.reopened, rep.duplicates, rep.missing)
+	if r.sc.deps {
+		fmt.Fprintf(&b, "  upstream:   %d upstream slots re-opened and done again; %d runs on stale input re-run as the next generation\n",
+			r.upstreamReopened.Load(), rep.staleRuns)
+	}
 	b.WriteString("  completed: ")
 	for _, s := range r.specs {
 		fmt.Fprintf(&b, " %s=%d", s.name, rep.byWorker[s.name])

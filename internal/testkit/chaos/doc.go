@@ -1,7 +1,7 @@
 // Package chaos is almanac's reliability suite: real worker processes, real
 // faults, and an exactly-once check from the outside. It has no API; its
-// tests (TestChaos, TestChaosSeries) are the suite, and internal/chaos/worker
-// is the worker program they build.
+// tests (TestChaos, TestChaosSeries, TestChaosDependencies) are the suite,
+// and internal/chaos/worker is the worker program they build.
 //
 // The test starts its own PostgreSQL cluster (pgcluster, TCP on 127.0.0.1,
 // durable settings so that an immediate shutdown is a real crash recovery).
@@ -53,7 +53,20 @@
 // The invariants above hold per series and slot; besides, every series
 // got every slot done, and no process ran two attempts of one job at once
 // (Job.Concurrency 1), save a locked-mode handler abandoned past its
-// MaxWork. The two tests share one server and one build of the worker.
+// MaxWork.
+//
+// TestChaosDependencies runs TestChaos's rounds with a dependency: the
+// series depends on an upstream series (PT5M, every slot done by the suite)
+// whose slots the suite re-opens by plain SQL and, after a pause, does again
+// with a new fence, while workers are killed and frozen; its workers'
+// handlers are shorter and it restarts no server, to stay within a minute.
+// Besides the invariants above (counted per generation, including the
+// generations the re-opens start and the runs on stale input that end as
+// the next generation), every COMPLETE slot must have been completed by a
+// run that began after each overlapping upstream slot was done for the last
+// time.
+//
+// The tests share one server and one build of the worker.
 //
 // The seed fixes the plan: which faults fire, at which points of progress,
 // and the random choices they make. The interleaving with the workers is
@@ -76,6 +89,7 @@
 //
 //	go test -race -v -run 'TestChaos$' ./internal/testkit/chaos/
 //	go test -race -v -run TestChaosSeries ./internal/testkit/chaos/
+//	go test -race -v -run TestChaosDependencies ./internal/testkit/chaos/
 //	ALMANAC_CHAOS_SEED=1234 go test -v -run 'TestChaos$' ./internal/testkit/chaos/
 //	ALMANAC_CHAOS_SOAK=30m go test -v -timeout 40m -run 'TestChaos$' ./internal/testkit/chaos/
 package chaos

@@ -32,9 +32,10 @@ const (
 	faultMaterialize      = "materialize"
 	faultRestartFast      = "restart-fast"
 	faultRestartImmediate = "restart-immediate"
+	faultUpstream         = "upstream-reopen"
 )
 
-var faultKinds = []string{faultKill, faultStop, faultTerminate, faultReopen, faultMaterialize, faultRestartFast, faultRestartImmediate}
+var faultKinds = []string{faultKill, faultStop, faultTerminate, faultReopen, faultMaterialize, faultRestartFast, faultRestartImmediate, faultUpstream}
 
 // plannedFault is a fault drawn from the seed: what, when (as progress, so
 // faults land while slots are being worked whatever the machine's speed),
@@ -59,25 +60,43 @@ func (r *round) plan() []plannedFault {
 		plan = append(plan, plannedFault{kind: kind, at: between(lo, hi), mode: mode, pick: r.rng.Float64(), pick2: r.rng.Float64(),
 			pause: time.Duration(between(200, 1000)) * time.Millisecond})
 	}
-	for range 6 {
-		add(faultKill, 0.02, 0.9, "")
-	}
-	for _, mode := range []string{"locked", "batch", "lease"} {
-		add(faultStop, 0.05, 0.85, mode)
-	}
-	for range 4 {
+	if r.sc.deps {
+		// Upstream re-opens while workers are killed and frozen, no
+		// server restart (the other tests' rounds have them).
+		for range 6 {
+			add(faultUpstream, 0.05, 0.9, "")
+		}
+		for range 4 {
+			add(faultKill, 0.02, 0.9, "")
+		}
+		for _, mode := range []string{"locked", "batch", "lease"} {
+			add(faultStop, 0.05, 0.85, mode)
+		}
 		add(faultTerminate, 0.02, 0.9, "")
-	}
-	for range 2 {
 		add(faultReopen, 0.3, 0.85, "")
-	}
-	// Before the workers run out of the first part of the range. The
-	// engines of a many-series round materialize their ranges themselves.
-	if !r.sc.engine {
 		add(faultMaterialize, 0.1, 0.35, "")
+	} else {
+		for range 6 {
+			add(faultKill, 0.02, 0.9, "")
+		}
+		for _, mode := range []string{"locked", "batch", "lease"} {
+			add(faultStop, 0.05, 0.85, mode)
+		}
+		for range 4 {
+			add(faultTerminate, 0.02, 0.9, "")
+		}
+		for range 2 {
+			add(faultReopen, 0.3, 0.85, "")
+		}
+		// Before the workers run out of the first part of the range. The
+		// engines of a many-series round materialize their ranges
+		// themselves.
+		if !r.sc.engine {
+			add(faultMaterialize, 0.1, 0.35, "")
+		}
+		add(faultRestartFast, 0.15, 0.45, "")
+		add(faultRestartImmediate, 0.5, 0.85, "")
 	}
-	add(faultRestartFast, 0.15, 0.45, "")
-	add(faultRestartImmediate, 0.5, 0.85, "")
 	slices.SortStableFunc(plan, func(a, b plannedFault) int { return cmp.Compare(a.at, b.at) })
 	return plan
 }
@@ -163,6 +182,8 @@ func (r *round) fire(f plannedFault) {
 		rec.detail, rec.err = r.reopen(f)
 	case faultMaterialize:
 		rec.detail, rec.err = r.materialize(f)
+	case faultUpstream:
+		rec.detail, rec.err = r.reopenUpstream(f)
 	case faultRestartFast:
 		rec.detail, rec.err = r.restartServer("fast")
 	case faultRestartImmediate:
@@ -443,9 +464,7 @@ func (r *round) reopen(f plannedFault) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var firstOpen time.Time
-	err := r.admin.QueryRow(ctx, sqlschema.Render(`SELECT coalesce(min(slot_start), $1) FROM {{schema}}.slot
-		WHERE name = $2 AND "interval" = $3 AND status NOT IN ('COMPLETE', 'SKIP')`, r.schema), rangeTo, seriesName, interval).Scan(&firstOpen)
+	firstOpen, err := r.firstOpen(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -468,6 +487,15 @@ func (r *round) reopen(f plannedFault) (string, error) {
 	r.reopened.Add(res.Changed)
 	return fmt.Sprintf("[%s, %s): %d re-opened, %d held", minute(lo).Format(time.RFC3339), minute(lo+width).Format(time.RFC3339),
 		res.Changed, len(res.Held)), nil
+}
+
+// firstOpen returns the start of the first slot of the one series not
+// done (rangeTo if none): the workers are busy around it.
+func (r *round) firstOpen(ctx context.Context) (time.Time, error) {
+	var first time.Time
+	err := r.admin.QueryRow(ctx, sqlschema.Render(`SELECT coalesce(min(slot_start), $1) FROM {{schema}}.slot
+		WHERE name = $2 AND "interval" = $3 AND status NOT IN ('COMPLETE', 'SKIP')`, r.schema), rangeTo, seriesName, interval).Scan(&first)
+	return first, err
 }
 
 // reopenSeries re-opens, as the hostile role, the COMPLETE slots of 8 to
