@@ -17,7 +17,7 @@ import (
 // Beginner is what SetAfter needs: a pool or a connection that begins
 // transactions.
 type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
 // depsLock orders changes of dependencies, so that two changes that each
@@ -43,10 +43,13 @@ SELECT path FROM walk WHERE n = $1 AND i = $2 LIMIT 1`
 // one transaction: every one must be registered (else an error wrapping
 // ErrUnknownSeries), and a dependency that would close a cycle is refused
 // with an error wrapping input.ErrInvalid that names the cycle. Nothing
-// is changed when it fails. Transient faults are retried.
+// is changed when it fails. Transient faults are retried. Like AddMany's,
+// its transaction runs without the role's statement and lock timeouts: the
+// processes of a fleet start together and set the same dependencies, each
+// waiting for the others' table lock.
 func SetAfter(ctx context.Context, db Beginner, schema, name string, interval slot.Interval, ups []slot.Series) error {
 	return retry.Do(ctx, func(ctx context.Context) error {
-		tx, err := db.Begin(ctx)
+		tx, err := db.BeginTx(ctx, noTimeouts)
 		if err != nil {
 			return err
 		}
