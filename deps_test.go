@@ -224,6 +224,8 @@ func TestReopenAndCompactedSlots(t *testing.T) {
 
 	_, err = c.Reopen(ctx, ingest, day.Add(5*time.Hour), day.Add(6*time.Hour), almanac.WriteOptions{Reason: "late"})
 	require.ErrorContains(t, err, "downstream series report P1D has compacted slots in [2026-03-04T00:00:00Z, 2026-03-05T00:00:00Z)")
+	require.ErrorIs(t, err, almanac.ErrInvalid, "a refusal the caller can act on (the CLI exits 2)")
+	require.ErrorContains(t, err, "Re-open those downstream slots first")
 	err = exec(`UPDATE {{schema}}.slot SET status = 'AVAILABLE' WHERE name = 'ingest' AND slot_start = $1`, day.Add(5*time.Hour))
 	require.ErrorContains(t, err, "has compacted slots")
 	status, _ := row("ingest")

@@ -2,10 +2,13 @@ package coverage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/almanacdev/almanac/internal/defaults"
 	"github.com/almanacdev/almanac/internal/input"
@@ -94,5 +97,18 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts WriteOptio
 		res.Held = h.appendTo(res.Held, c.grid.Location())
 		return err
 	})
-	return res, err
+	return res, refusedDownstream(err)
+}
+
+// refusedDownstream turns the refusal of migration 10's reopen_downstream
+// (a downstream series has compacted slots where the re-open would reach:
+// they have no row to re-open) into an error wrapping slot.ErrInvalid, with
+// the database's hint: the caller must re-open those slots first. Other
+// errors are returned as they are.
+func refusedDownstream(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55000" && strings.HasPrefix(pgErr.Message, "cannot re-open ") {
+		return fmt.Errorf("%w: %s; %s", slot.ErrInvalid, pgErr.Message, pgErr.Hint)
+	}
+	return err
 }
