@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,21 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 	defer pool.Close()
 	admin := pgtest.Pool(t)
 
+	// A migration is one transaction of many DDL statements, repeated
+	// whole when its backend dies: it needs a window between two kills as
+	// long as it takes. How long that is depends on how busy the machine
+	// is, so while Migrate runs the injector waits that much longer: the
+	// time an unfaulted Migrate of a scratch schema takes now, measured
+	// before the injector starts (a sum over every migration, so at least
+	// the longest one).
+	scratch, err := almanac.New(admin, almanac.Options{Schema: pgtest.Schema(t)})
+	require.NoError(t, err)
+	began := time.Now()
+	_, err = scratch.Migrate(ctx)
+	require.NoError(t, err)
+	migrateSlack := time.Since(began)
+	var slack atomic.Int64
+
 	// The injector terminates every backend of the program's pool.
 	var kills int
 	stop := make(chan struct{})
@@ -99,7 +115,7 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 			select {
 			case <-stop:
 				return
-			case <-time.After(delays[i%len(delays)]):
+			case <-time.After(delays[i%len(delays)] + time.Duration(slack.Load())):
 			}
 			var n int
 			if err := admin.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -132,7 +148,9 @@ func lifecycleUnderFaults(t *testing.T, url string, rounds int, rng *rand.Rand) 
 		client, err := almanac.New(pool, almanac.Options{Schema: schema, Concurrency: 4,
 			PollInterval: 200 * time.Millisecond, ShutdownTimeout: time.Second})
 		require.NoError(t, err)
+		slack.Store(int64(migrateSlack))
 		_, err = client.Migrate(ctx)
+		slack.Store(0)
 		require.NoError(t, err, "round %d: Migrate", round)
 		exec(`CREATE TABLE {{schema}}.effect (slot_start timestamptz NOT NULL, fence bigint NOT NULL)`)
 		exec(`CREATE TABLE {{schema}}.reopening (slot_start timestamptz NOT NULL)`)
