@@ -1,0 +1,2 @@
+-- Placeholder for version 10 (see the up file).
+SELECT 1;
