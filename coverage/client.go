@@ -151,10 +151,16 @@ const (
 	noWaitSettings = `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = '2s'; SET LOCAL jit = off; SET LOCAL almanac.engine = on`
 )
 
-// inTx runs fn in a read-committed transaction with settings applied, and
+// inTx runs fn in a read-committed transaction with settings applied and
+// the client's actor named for the history's trigger (setActor), and
 // commits, or rolls back when fn fails or rollback is set (a dry run).
 func (c *Client) inTx(ctx context.Context, settings string, rollback bool, fn func(pgx.Tx) error) error {
-	return c.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, settings, rollback, fn)
+	return c.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, settings, rollback, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, c.sql.setActor, c.actor); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // inSnapshot runs fn in a read-only transaction that sees one snapshot.

@@ -60,7 +60,7 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts WriteOptio
 	if reason == "" {
 		reason = defaults.ReopenReason
 	}
-	sql, reasonArg := c.sql.reopen, []any{reason, c.actor}
+	sql, reasonArg := c.sql.reopen, []any{reason}
 	if opts.DryRun {
 		sql, reasonArg = c.sql.reopenDry, nil // writes no message
 	}

@@ -33,7 +33,7 @@ func (c *Client) Skip(ctx context.Context, from, to time.Time, opts WriteOptions
 	if reason == "" {
 		reason = defaults.SkipReason
 	}
-	sql, reasonArg := c.sql.skip, []any{reason, c.actor}
+	sql, reasonArg := c.sql.skip, []any{reason}
 	if opts.DryRun {
 		sql, reasonArg = c.sql.skipDry, nil // writes no message
 	}
