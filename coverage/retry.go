@@ -32,7 +32,7 @@ func (c *Client) Retry(ctx context.Context, from, to time.Time, opts WriteOption
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
 		var n, unparked int64
 		var h heldScan
-		err := c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
+		err := c.inTx(ctx, noWaitSettings+inSlotOrder, opts.DryRun, func(tx pgx.Tx) error {
 			h = heldScan{}
 			if err := scanRow(tx.QueryRow(ctx, sql, c.name, c.interval, p.lo, p.hi), &h, &n, &unparked); err != nil {
 				return err

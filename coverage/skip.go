@@ -42,7 +42,7 @@ func (c *Client) Skip(ctx context.Context, from, to time.Time, opts WriteOptions
 		var chunk WriteResult
 		err := withConflictRetry(func(ignoreConflicts bool) error {
 			chunk = WriteResult{}
-			return c.inTx(ctx, writeSettings, opts.DryRun, func(tx pgx.Tx) error {
+			return c.inTx(ctx, writeSettings+inSlotOrder, opts.DryRun, func(tx pgx.Tx) error {
 				chunk = WriteResult{}
 				return c.skipChunk(ctx, tx, sql, reasonArg, p, reason, opts.DryRun, ignoreConflicts, &chunk)
 			})

@@ -41,10 +41,11 @@ func (c *Client) inCallerTx(ctx context.Context, settings string, rollback bool,
 		return err
 	}
 	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-	var timeout, lockTimeout, jit, engine, actor string
+	var timeout, lockTimeout, jit, engine, actor, seqScan, bitmapScan string
 	if err := sp.QueryRow(ctx, `SELECT current_setting('statement_timeout'), current_setting('lock_timeout'),
 		current_setting('jit'), coalesce(current_setting('almanac.engine', true), ''),
-		coalesce(current_setting('almanac.actor', true), '')`).Scan(&timeout, &lockTimeout, &jit, &engine, &actor); err != nil {
+		coalesce(current_setting('almanac.actor', true), ''), current_setting('enable_seqscan'), current_setting('enable_bitmapscan')`).
+		Scan(&timeout, &lockTimeout, &jit, &engine, &actor, &seqScan, &bitmapScan); err != nil {
 		return err
 	}
 	if _, err := sp.Exec(ctx, settings); err != nil {
@@ -57,8 +58,9 @@ func (c *Client) inCallerTx(ctx context.Context, settings string, rollback bool,
 		return sp.Rollback(ctx) // the settings go with it
 	}
 	if _, err := sp.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
-		set_config('jit', $3, true), set_config('almanac.engine', $4, true), set_config('almanac.actor', $5, true)`,
-		timeout, lockTimeout, jit, engine, actor); err != nil {
+		set_config('jit', $3, true), set_config('almanac.engine', $4, true), set_config('almanac.actor', $5, true),
+		set_config('enable_seqscan', $6, true), set_config('enable_bitmapscan', $7, true)`,
+		timeout, lockTimeout, jit, engine, actor, seqScan, bitmapScan); err != nil {
 		return fmt.Errorf("restore the transaction's settings: %w", err)
 	}
 	return sp.Commit(ctx)
