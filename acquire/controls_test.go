@@ -129,7 +129,7 @@ func TestCapAdmitsNoMoreThanMaxInFlight(t *testing.T) {
 				}
 				enter(len(leases))
 				time.Sleep(2 * time.Millisecond) // a window for an overlap to show in
-				held.Add(-int64(len(leases))) // the leases stay held until CompleteMany commits
+				held.Add(-int64(len(leases)))    // the leases stay held until CompleteMany commits
 				_, err = q.CompleteMany(ctx, leases)
 				if !assert.NoError(t, err) {
 					return

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/almanacdev/almanac/slot"
 )
@@ -65,11 +64,10 @@ func (q *Queue) querySlots(ctx context.Context, tx pgx.Tx, sql string, max int, 
 	var out []Slot
 	var r slotRow
 	var heldFence, xid int64
-	var heldOwner pgtype.UUID
-	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner, &xid), func() error {
+	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &xid), func() error {
 		s := r.slot(q)
 		// Locked mode writes attempts at the end: this run is one more.
-		s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
+		s.Attempt, s.heldFence = r.attempts+1, heldFence
 		out = append(out, s)
 		return nil
 	})

@@ -6,5 +6,5 @@
 -- lost during COMMIT, it tells whether the outcomes committed.
 WITH {{template "candidates" set . "lag" "$6" "grace" "$7" "lo" "$8" "hi" "$9"}}
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{.schema}}.fence_seq'), generation,
-    held_fence, held_owner, {{currentXact}}
+    held_fence, {{currentXact}}
 FROM picked ORDER BY slot_start {{.order}}
