@@ -100,15 +100,13 @@ BEGIN
             CASE WHEN o.status = 'COMPLETE' AND o.completed_by IS NOT NULL THEN o.completed_at END, actor, left(n.message, 1024)
         WHERE f.reopen AND (o.status IN ('COMPLETE', 'SKIP') OR NOT f.run)
         UNION ALL
-        -- A stale completion, made the next generation (version 10): the
-        -- run the engine completed, whose owner a lease or runOwner names.
+        -- A run's completion found stale, made the next generation
+        -- (version 10): the lease's holder (whoever wrote the completion:
+        -- the engine, CompleteTx in the caller's transaction, or plain
+        -- SQL), or the locked-mode run that runOwner names.
         SELECT 2, clock_timestamp(), 'reopened', CASE WHEN f.leased THEN o.owner ELSE named_owner END, n.fence,
             CASE WHEN f.leased THEN o.attempts ELSE o.attempts + 1 END, n.updated_at, actor, left(n.message, 1024)
-        WHERE f.reopen AND o.status NOT IN ('COMPLETE', 'SKIP') AND f.run AND engine
-        UNION ALL
-        -- The same in plain SQL, which names no run.
-        SELECT 2, clock_timestamp(), 'reopened', NULL, n.fence, o.attempts, NULL, actor, left(n.message, 1024)
-        WHERE f.reopen AND o.status NOT IN ('COMPLETE', 'SKIP') AND f.run AND NOT engine
+        WHERE f.reopen AND o.status NOT IN ('COMPLETE', 'SKIP') AND f.run
         UNION ALL
         -- Plain SQL, or an operator: who asked, and the run the change
         -- ended if it ended one.
