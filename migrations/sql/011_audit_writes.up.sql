@@ -7,7 +7,7 @@
 -- so the runtime role kept INSERT there: it could append events for
 -- changes that never happened, and, being allowed to insert history, set
 -- almanac.engine = 'on' to keep its own plain-SQL re-opens out of it. Now
--- slot_record, an AFTER UPDATE trigger (SECURITY DEFINER), writes every
+-- slot_record, an AFTER UPDATE statement trigger (SECURITY DEFINER), writes every
 -- event from the row's old and new versions: an event exists only for a
 -- change the statement made, and what it says (kind, generation, fence,
 -- attempt, the run or completion it ends) is read from the rows.
