@@ -175,10 +175,12 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	_, err = c.Series(ctx, "capped_rollup", "P1D", almanac.SeriesOptions{After: []almanac.Series{capped}})
 	require.NoError(t, err)
 
-	// The runtime role cannot rewrite the record: it cannot erase or alter
-	// history, record a version, shorten the history's retention or forge
-	// a cap's permits...
+	// The runtime role cannot rewrite the record: it cannot write, erase or
+	// alter the slots' history, record a version, shorten the history's
+	// retention or forge a cap's permits...
 	for _, sql := range []string{
+		`INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, message)
+			VALUES ('backlog_report', 'PT1M', '2026-03-01T00:00:00Z', 'failed', 1, 'forged')`,
 		`DELETE FROM {{schema}}.slot_event`,
 		`UPDATE {{schema}}.slot_event SET message = 'forged'`,
 		`TRUNCATE {{schema}}.slot_event`,
@@ -198,6 +200,33 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		_, err := runtimePool.Exec(ctx, sqlschema.Render(sql, schema))
 		requirePermissionDenied(t, err)
 	}
+	// ... nor keep a change out of it: almanac.engine, which let it skip
+	// the plain-SQL trigger's record, now only skips the wake-up.
+	tx, err := runtimePool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SET LOCAL almanac.engine = 'on'`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, sqlschema.Render(`UPDATE {{schema}}.slot SET status = 'AVAILABLE', message = 'quietly'
+		WHERE name = 'backlog_report' AND "interval" = 'PT1M' AND slot_start = $1`, schema), from)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	h, err := c.History(ctx, backlog, from)
+	require.NoError(t, err)
+	require.NotEmpty(t, h.Events, "the plain-SQL re-open is recorded")
+	last := h.Events[len(h.Events)-1]
+	require.Equal(t, []any{"reopened", int64(2), runtime, "quietly"}, []any{last.Event, last.Generation, last.Actor, last.Message},
+		"the plain-SQL re-open is recorded, with the role that made it")
+
+	// The engine's own history, written by the trigger for the runtime
+	// role: a re-open, a skip, the re-open of a compacted slot.
+	h, err = c.History(ctx, locked, from)
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range h.Events {
+		kinds = append(kinds, e.Event)
+	}
+	require.Equal(t, []string{"completed", "reopened", "skipped", "reopened"}, kinds)
+
 	// ... but prunes what the retention allows, through the schema's
 	// function, and still reads its history.
 	_, err = admin.Exec(ctx, sqlschema.Render(`INSERT INTO {{schema}}.slot_event (at, name, "interval", slot_start, event, generation)
@@ -206,7 +235,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	pruned, err := c.PruneHistory(ctx, almanac.WriteOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, pruned)
-	h, err := c.History(ctx, locked, from)
+	h, err = c.History(ctx, locked, from)
 	require.NoError(t, err)
 	require.NotEmpty(t, h.Events)
 }

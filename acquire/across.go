@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/almanacdev/almanac/internal/retry"
 	"github.com/almanacdev/almanac/slot"
@@ -112,9 +111,8 @@ func selectAcross(ctx context.Context, tx pgx.Tx, w *lockedWork, xid *int64, nam
 	}
 	var r slotRow
 	var i, heldFence int64
-	var heldOwner pgtype.UUID
-	_, err = pgx.ForEachRow(rows, append(append([]any{&i}, r.dest()...), &heldFence, &heldOwner, xid), func() error {
-		s, err := r.locked(w.queues[i-1], heldFence, heldOwner)
+	_, err = pgx.ForEachRow(rows, append(append([]any{&i}, r.dest()...), &heldFence, xid), func() error {
+		s, err := r.locked(w.queues[i-1], heldFence)
 		if err != nil {
 			return err
 		}

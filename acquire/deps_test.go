@@ -50,6 +50,12 @@ func (f *fixture) rerun(i int, gen int64) {
 		AND generation = $2 AND reopen_cause IS NULL`, f.slotStart(i), gen))
 	require.Equal(f.t, 1, f.count(`SELECT count(*) FROM {{schema}}.slot_history WHERE name = 'report' AND slot_start = $1
 		AND event = 'reopened' AND generation = $2 AND message LIKE 'upstream ingest %'`, f.slotStart(i), gen))
+	// The stale run's completion, which the history shows from the
+	// 're-opened' event (migration 4): who ran it, with which fence and
+	// attempt, and when it completed.
+	require.Equal(f.t, 1, f.count(`SELECT count(*) FROM {{schema}}.slot_history WHERE name = 'report' AND slot_start = $1
+		AND event = 'completed' AND generation = $2 - 1 AND owner IS NOT NULL AND fence IS NOT NULL AND attempt >= 1
+		AND at IS NOT NULL`, f.slotStart(i), gen), "slot %d: the stale run's completion is in its history", i)
 }
 
 // TestLeaseOnStaleInputRerunsAfterUpstreamReopen: a lease held when an

@@ -90,8 +90,11 @@
 //
 // # History
 //
-// Every outcome is recorded in the statement that writes it, with the run's
-// owner (Options.Owner), fence, attempt and generation. A completion is
+// Every outcome is recorded when the statement that writes it ends, with the
+// run's owner (Options.Owner), fence, attempt and generation: the slot
+// table's trigger (slot_record, migration 11) writes the event from the
+// row's change, as the schema's owner, so that the role workers run as
+// cannot write history itself. A completion is
 // recorded on the slot's row (completed_at, completed_by, beside its fence,
 // attempts and generation), so that a slot done once adds nothing to the
 // history table; a re-open moves it into the history row it writes. Every

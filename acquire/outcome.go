@@ -55,23 +55,6 @@ const (
 	Abandoned Outcome = "abandon"  // nothing recorded (shutdown, lost connection): acquirable again at once
 )
 
-// event names the outcome in the slots' history (slot_event.event).
-func (o Outcome) event() string {
-	switch o {
-	case Completed:
-		return "completed"
-	case Skipped:
-		return "skipped"
-	case Snoozed:
-		return "snoozed"
-	case Failed:
-		return "failed"
-	case Parked:
-		return "parked"
-	}
-	return ""
-}
-
 // Result reports one handler run.
 type Result struct {
 	Slot    Slot

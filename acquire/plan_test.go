@@ -212,19 +212,17 @@ func TestLockedBatchScalesWithSlots(t *testing.T) {
 		q := f.queue(Options{})
 		var (
 			starts             []time.Time
-			statuses, events   []string
+			statuses           []string
 			fences             []int64
 			attempts, failures []int
 			messages, data     []*string
-			delays, heldFences []*int64
-			heldOwners         []*string
+			delays             []*int64
 		)
 		for i := range batch {
 			starts = append(starts, f.slotStart(i))
-			statuses, events = append(statuses, "COMPLETE"), append(events, "completed")
+			statuses = append(statuses, "COMPLETE")
 			fences, attempts, failures = append(fences, int64(i+1)), append(attempts, 1), append(failures, 0)
 			messages, data, delays = append(messages, nil), append(data, nil), append(delays, nil)
-			heldOwners, heldFences = append(heldOwners, nil), append(heldFences, nil)
 		}
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			t.Run(fmt.Sprintf("analyzed=%v/%s", analyzed, mode), func(t *testing.T) {
@@ -232,7 +230,7 @@ func TestLockedBatchScalesWithSlots(t *testing.T) {
 				require.NoError(t, err)
 				defer func() { require.NoError(t, tx.Rollback(ctx)) }()
 				work := pgtest.PlanWork(t, tx, mode, q.sql.finishLocked, listTestedPerRow(analyzed, mode, []any{q.name, q.interval, starts,
-					statuses, fences, attempts, failures, messages, delays, data, events, q.opts.Owner, heldOwners, heldFences})...)
+					statuses, fences, attempts, failures, messages, delays, data, q.opts.Owner})...)
 				t.Logf("%d rows through the plan for %d outcomes", work, batch)
 				require.Less(t, work, int64(20*batch), "rows through the plan of the outcomes of a batch of %d in a series of %d slots", batch, slots)
 				var done int

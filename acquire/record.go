@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/almanacdev/almanac/internal/retry"
 )
@@ -69,9 +68,6 @@ func (q *Queue) finishSorted(b *pgx.Batch, results []Result) error {
 		messages []*string
 		delays   []*int64
 		data     []*string
-		events   []string
-		owners   []pgtype.UUID // of the expired leases taken over, else NULL
-		held     []int64       // their fences
 	)
 	for _, r := range results {
 		if r.Outcome == Abandoned {
@@ -96,21 +92,15 @@ func (q *Queue) finishSorted(b *pgx.Batch, results []Result) error {
 		messages = append(messages, message)
 		delays = append(delays, delay)
 		data = append(data, saved)
-		events = append(events, r.Outcome.event())
-		var owner pgtype.UUID
-		if s.TookOver {
-			owner = s.heldOwner
-		}
-		owners, held = append(owners, owner), append(held, s.heldFence)
 	}
 	switch len(starts) {
 	case 0:
 	case 1:
 		b.Queue(q.sql.finishOne, q.name, q.interval, starts[0], statuses[0], fences[0], attempts[0], failures[0],
-			messages[0], delays[0], data[0], events[0], q.opts.Owner, owners[0], held[0])
+			messages[0], delays[0], data[0], q.opts.Owner)
 	default:
 		b.Queue(q.sql.finishLocked, q.name, q.interval, starts, statuses, fences, attempts, failures, messages, delays,
-			data, events, q.opts.Owner, owners, held).QueryRow(func(row pgx.Row) error {
+			data, q.opts.Owner).QueryRow(func(row pgx.Row) error {
 			var written int
 			if err := row.Scan(&written); err != nil {
 				return err
@@ -155,8 +145,9 @@ func (q *Queue) recordOutOfBand(ctx context.Context, results []Result, cause err
 		var affected int64
 		_, werr := q.write(ctx, func(b *pgx.Batch) {
 			b.Queue(shortLockWait)
+			b.Queue(runOwner, q.opts.Owner)
 			b.Queue(q.sql.failOutOfBand, q.name, q.interval, r.Slot.Start, r.Slot.heldFence, r.Slot.Fence,
-				r.Slot.Attempt, failCount, message, delay, q.opts.Owner).Exec(func(tag pgconn.CommandTag) error {
+				r.Slot.Attempt, failCount, message, delay).Exec(func(tag pgconn.CommandTag) error {
 				affected = tag.RowsAffected()
 				return nil
 			})

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/almanacdev/almanac/internal/seriesdb"
 	"github.com/almanacdev/almanac/slot"
@@ -67,9 +66,8 @@ func (q *Queue) querySlots(ctx context.Context, tx pgx.Tx, sql string, max int, 
 	var out []Slot
 	var r slotRow
 	var heldFence, xid int64
-	var heldOwner pgtype.UUID
-	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &heldOwner, &xid), func() error {
-		s, err := r.locked(q, heldFence, heldOwner)
+	_, err = pgx.ForEachRow(rows, append(r.dest(), &heldFence, &xid), func() error {
+		s, err := r.locked(q, heldFence)
 		if err != nil {
 			return err
 		}
@@ -99,11 +97,11 @@ func (r *slotRow) dest() []any {
 }
 
 // locked is the Slot of a row locked for a locked-mode transaction of q,
-// with the fence and owner of the expired lease it took over, if any.
-func (r *slotRow) locked(q *Queue, heldFence int64, heldOwner pgtype.UUID) (Slot, error) {
+// with the fence of the expired lease it took over, if any.
+func (r *slotRow) locked(q *Queue, heldFence int64) (Slot, error) {
 	s, err := r.slot(q)
 	// Locked mode writes attempts at the end: this run is one more.
-	s.Attempt, s.heldFence, s.heldOwner = r.attempts+1, heldFence, heldOwner
+	s.Attempt, s.heldFence = r.attempts+1, heldFence
 	return s, err
 }
 

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/almanacdev/almanac/slot"
 )
 
@@ -64,8 +62,7 @@ type Slot struct {
 	// are not listed. Nil for a series without dependencies.
 	Upstream []Slot
 
-	heldFence int64       // the slot's fence before this acquisition
-	heldOwner pgtype.UUID // the expired lease's owner, for a locked-mode takeover
+	heldFence int64 // the slot's fence before this acquisition
 }
 
 // Key returns "<name> <slot text>", e.g. "sensor_report 2026-03-01T00:00:00Z/PT5M":

@@ -18,6 +18,13 @@ import (
 const settings = `SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true),
     set_config('idle_in_transaction_session_timeout', '0', true), set_config('almanac.engine', 'on', true)`
 
+// runOwner names the queue's owner ($1) as the run whose outcomes the rest
+// of the transaction writes, for the slot table's trigger, which records
+// them (slot_record, migration 11): in locked mode the owner is on no row.
+// The statements that end a locked-mode transaction set it themselves (the
+// runOwner fragment), in the same round trip.
+const runOwner = `SELECT set_config('almanac.owner', $1::text, true)`
+
 // shortLockWait bounds, for the rest of its transaction, how long a write
 // waits for a row another transaction holds: for the writes that may meet
 // a transaction that is slow to end (a dead locked-mode backend) or never

@@ -149,12 +149,25 @@ const (
 	// never wait on a row; a lock wait there means DDL on the table, and an
 	// error beats hanging behind it.
 	noWaitSettings = `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = '2s'; SET LOCAL jit = off; SET LOCAL almanac.engine = on`
+	// inSlotOrder, added to the settings of the operations that change
+	// many slots (Reopen, Retry, Skip), makes their updates read the rows
+	// through the primary key: the slot table's trigger writes each row's
+	// event as the update reaches it, and the history's block-range index
+	// stays selective only if an operation's events come in slot order. A
+	// sequential or bitmap scan reaches them in the order of the table.
+	inSlotOrder = `; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`
 )
 
-// inTx runs fn in a read-committed transaction with settings applied, and
+// inTx runs fn in a read-committed transaction with settings applied and
+// the client's actor named for the history's trigger (setActor), and
 // commits, or rolls back when fn fails or rollback is set (a dry run).
 func (c *Client) inTx(ctx context.Context, settings string, rollback bool, fn func(pgx.Tx) error) error {
-	return c.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, settings, rollback, fn)
+	return c.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, settings, rollback, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, c.sql.setActor, c.actor); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // inSnapshot runs fn in a read-only transaction that sees one snapshot.

@@ -185,16 +185,14 @@ kept AS (
 )
 SELECT greatest(range_start, $3), least(range_end, $4), generation FROM hit ORDER BY 1`
 
-// restoreSlotsSQL inserts re-opened slots ($3 starts, $4 ends, $6
-// generations) as AVAILABLE with reason $5, and records their 'reopened'
-// event, by actor $7.
-var restoreSlotsSQL = `WITH ins AS (INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, message, generation)
+// restoreSlotsSQL inserts slots to be re-opened ($3 starts, $4 ends, $6
+// the generations they had) as AVAILABLE with reason $5, and returns the
+// starts of those it inserted; reopenInserted then starts their next
+// generation, which the slot table's trigger records as their re-open.
+const restoreSlotsSQL = `INSERT INTO {{schema}}.slot (name, "interval", slot_start, slot_end, status, message, generation)
 	SELECT $1, $2, u.s, u.e, 'AVAILABLE', $5::text, u.g FROM unnest($3::timestamptz[], $4::timestamptz[], $6::bigint[]) AS u(s, e, g)
 	ON CONFLICT DO NOTHING
-	RETURNING slot_start, generation
-)
-` + logEvent + `
-SELECT $1, $2, ins.slot_start, 'reopened', ins.generation, ` + actor(7) + `, left($5, 1024) FROM ins ORDER BY ins.slot_start`
+	RETURNING slot_start`
 
 // restoreDownstreamSQL re-opens what depends on the slots restored in the
 // runs [$3[i], $4[i]), as an update of their rows would (the trigger
@@ -235,21 +233,37 @@ func (c *Client) restoreCompacted(ctx context.Context, tx pgx.Tx, p part, states
 	_, err = pgx.ForEachRow(rows, []any{&s.lo, &s.hi, &gen}, func() error {
 		los, his = append(los, s.lo), append(his, s.hi)
 		for sl := range c.grid.Slots(s.lo, s.hi) {
-			starts, ends, gens = append(starts, sl.Start), append(ends, sl.End), append(gens, gen+1)
+			starts, ends, gens = append(starts, sl.Start), append(ends, sl.End), append(gens, gen)
 		}
 		return nil
 	})
 	if err != nil || len(starts) == 0 {
 		return 0, err
 	}
-	tag, err := tx.Exec(ctx, c.sql.restoreSlots, c.name, c.interval, starts, ends, reason, gens, c.actor)
+	rows, err = tx.Query(ctx, c.sql.restoreSlots, c.name, c.interval, starts, ends, reason, gens)
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.touchInserted(ctx, tx, rows, c.sql.reopenInserted)
 	if err != nil {
 		return 0, err
 	}
 	if _, err := tx.Exec(ctx, c.sql.restoreDownstream, c.name, c.interval, los, his); err != nil {
 		return 0, err
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
+}
+
+// touchInserted applies the change sql (a touchInserted statement) to the
+// slots whose starts rows (of an insert) returns, and returns how many
+// there are.
+func (c *Client) touchInserted(ctx context.Context, tx pgx.Tx, rows pgx.Rows, sql string) (int64, error) {
+	starts, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil || len(starts) == 0 {
+		return 0, err
+	}
+	_, err = tx.Exec(ctx, sql, c.name, c.interval, starts)
+	return int64(len(starts)), err
 }
 
 // ceilBoundary returns the first slot boundary at or after t.

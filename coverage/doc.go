@@ -60,8 +60,8 @@
 // # History
 //
 // Reopen, Retry and Skip record one event per slot they change in the
-// slots' history (the slot_event table), in the statement that changes it,
-// with the reason and Options.Actor; a re-open's event also carries the
+// slots' history (the slot_event table), written by the slot table's
+// trigger from each row's change, with the reason and Options.Actor; a re-open's event also carries the
 // completion it ends, which workers record on the slot's row rather than as
 // an event of its own. Workers record their other outcomes in the history
 // too. History reads a slot's story (the slot_history view: events and

@@ -197,23 +197,31 @@ func (c *Client) insertMissing(ctx context.Context, tx pgx.Tx, b *batch, status 
 		}
 		return plain
 	}
-	var actor []any
-	if status == statusSkip {
-		actor = []any{c.actor}
-	}
-	var tag pgconn.CommandTag
+	var sql string
+	var args []any
 	if b.bounds {
-		sql := pick(c.sql.insertSlots, c.sql.insertSlotsOrIgnore, c.sql.skipSlots, c.sql.skipSlotsOrIgnore)
-		tag, err = tx.Exec(ctx, sql, append([]any{c.name, c.interval, b.starts, b.ends, status, message}, actor...)...)
+		sql = pick(c.sql.insertSlots, c.sql.insertSlotsOrIgnore, c.sql.skipSlots, c.sql.skipSlotsOrIgnore)
+		args = []any{c.name, c.interval, b.starts, b.ends, status, message}
 	} else {
-		sql := pick(c.sql.insertRuns, c.sql.insertRunsOrIgnore, c.sql.skipRuns, c.sql.skipRunsOrIgnore)
+		sql = pick(c.sql.insertRuns, c.sql.insertRunsOrIgnore, c.sql.skipRuns, c.sql.skipRunsOrIgnore)
 		lo, n := make([]time.Time, len(b.runs)), make([]int64, len(b.runs))
 		for i, r := range b.runs {
 			lo[i], n[i] = r.lo, r.want
 		}
-		tag, err = tx.Exec(ctx, sql, append([]any{c.name, c.interval, lo, n, status, message, c.grid.Interval().Clock().Microseconds()}, actor...)...)
+		args = []any{c.name, c.interval, lo, n, status, message, c.grid.Interval().Clock().Microseconds()}
 	}
-	return tag.RowsAffected(), err
+	if status != statusSkip {
+		tag, err := tx.Exec(ctx, sql, args...)
+		return tag.RowsAffected(), err
+	}
+	// SKIP slots are inserted AVAILABLE, then skipped: the skip is what
+	// the history records (see touchInserted).
+	args[4] = statusAvailable
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return c.touchInserted(ctx, tx, rows, c.sql.skipInserted)
 }
 
 // newBatch returns an empty batch for this client's series.

@@ -94,11 +94,11 @@ func TestOperationsScaleWithoutStatistics(t *testing.T) {
 		sql  func(s statements) string
 		args []any // after the series and the range
 	}{
-		{"reopen", func(s statements) string { return s.reopen }, []any{[]string{statusComplete, statusSkip}, true, "late", nil}},
+		{"reopen", func(s statements) string { return s.reopen }, []any{[]string{statusComplete, statusSkip}, true, "late"}},
 		{"reopen dry run", func(s statements) string { return s.reopenDry }, []any{[]string{statusComplete, statusSkip}, true}},
-		{"retry", func(s statements) string { return s.retry }, []any{nil}},
+		{"retry", func(s statements) string { return s.retry }, nil},
 		{"retry dry run", func(s statements) string { return s.retryDry }, nil},
-		{"skip", func(s statements) string { return s.skip }, []any{"no data", nil}},
+		{"skip", func(s statements) string { return s.skip }, []any{"no data"}},
 		{"skip dry run", func(s statements) string { return s.skipDry }, nil},
 	}
 	for _, analyzed := range []bool{false, true} {

@@ -63,7 +63,7 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts WriteOptio
 	if reason == "" {
 		reason = defaults.ReopenReason
 	}
-	sql, reasonArg := c.sql.reopen, []any{reason, c.actor}
+	sql, reasonArg := c.sql.reopen, []any{reason}
 	if opts.DryRun {
 		sql, reasonArg = c.sql.reopenDry, nil // writes no message
 	}
@@ -71,7 +71,7 @@ func (c *Client) Reopen(ctx context.Context, from, to time.Time, opts WriteOptio
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
 		var n int64
 		var h heldScan
-		err := c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
+		err := c.inTx(ctx, noWaitSettings+inSlotOrder, opts.DryRun, func(tx pgx.Tx) error {
 			h = heldScan{}
 			// The writer lock orders this against a compaction of the
 			// chunk: compacted slots are brought back first, then the

@@ -24,17 +24,17 @@ func (c *Client) Retry(ctx context.Context, from, to time.Time, opts WriteOption
 	if err != nil {
 		return WriteResult{}, err
 	}
-	sql, args := c.sql.retry, []any{c.actor}
+	sql := c.sql.retry
 	if opts.DryRun {
-		sql, args = c.sql.retryDry, nil
+		sql = c.sql.retryDry
 	}
 	var res WriteResult
 	err = c.eachChunk(from, to, total, opts.Progress, func(p part, last bool) error {
 		var n, unparked int64
 		var h heldScan
-		err := c.inTx(ctx, noWaitSettings, opts.DryRun, func(tx pgx.Tx) error {
+		err := c.inTx(ctx, noWaitSettings+inSlotOrder, opts.DryRun, func(tx pgx.Tx) error {
 			h = heldScan{}
-			if err := scanRow(tx.QueryRow(ctx, sql, append([]any{c.name, c.interval, p.lo, p.hi}, args...)...), &h, &n, &unparked); err != nil {
+			if err := scanRow(tx.QueryRow(ctx, sql, c.name, c.interval, p.lo, p.hi), &h, &n, &unparked); err != nil {
 				return err
 			}
 			if last && !opts.DryRun && res.Changed+n > 0 {

@@ -33,7 +33,7 @@ func (c *Client) Skip(ctx context.Context, from, to time.Time, opts WriteOptions
 	if reason == "" {
 		reason = defaults.SkipReason
 	}
-	sql, reasonArg := c.sql.skip, []any{reason, c.actor}
+	sql, reasonArg := c.sql.skip, []any{reason}
 	if opts.DryRun {
 		sql, reasonArg = c.sql.skipDry, nil // writes no message
 	}
@@ -42,7 +42,7 @@ func (c *Client) Skip(ctx context.Context, from, to time.Time, opts WriteOptions
 		var chunk WriteResult
 		err := withConflictRetry(func(ignoreConflicts bool) error {
 			chunk = WriteResult{}
-			return c.inTx(ctx, writeSettings, opts.DryRun, func(tx pgx.Tx) error {
+			return c.inTx(ctx, writeSettings+inSlotOrder, opts.DryRun, func(tx pgx.Tx) error {
 				chunk = WriteResult{}
 				return c.skipChunk(ctx, tx, sql, reasonArg, p, reason, opts.DryRun, ignoreConflicts, &chunk)
 			})

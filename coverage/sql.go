@@ -1,7 +1,6 @@
 package coverage
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 
@@ -16,6 +15,7 @@ type statements struct {
 	insertRuns, insertRunsOrIgnore         string
 	skipSlots, skipSlotsOrIgnore           string
 	skipRuns, skipRunsOrIgnore             string
+	skipInserted, reopenInserted, setActor string
 	reopen, reopenDry, retry, retryDry     string
 	skip, skipDry, extent, firstSlot       string
 	history, current                       string
@@ -73,27 +73,33 @@ const insertRuns = `INSERT INTO {{schema}}.slot (name, "interval", slot_start, s
 	SELECT $1, $2, r.lo + (k * $7::bigint) * interval '1 microsecond', r.lo + ((k + 1) * $7::bigint) * interval '1 microsecond', $5, $6::text
 	FROM unnest($3::timestamptz[], $4::bigint[]) AS r(lo, n), generate_series(0, r.n - 1) AS k`
 
-// logEvent starts the insert of history rows (slot_event). Operations
-// record one row per slot they change, set-based, in the statement that
-// changes them; actor is the given parameter, or the session's role.
-// Messages are cut to 1024 characters, which the table's 4096-byte bound
-// always admits. The rows are inserted in slot order (ORDER BY slot_start),
-// not in the order of the slots' rows on disk: the history's block-range
-// index (migration 006) keeps the starts each run of pages spans, and a
-// slot's lookup reads every run whose span holds its start, so an operation
-// over thousands of slots must not scatter them over every run it writes.
-const logEvent = `INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, actor, message)`
+// The history of the slots an operation changes is written by the slot
+// table's trigger (slot_record, migration 11), from each row's change, as
+// the schema's owner: the client's role may not write history itself. The
+// client names its actor for the trigger in each write transaction
+// (setActor). Slots an operation inserts with a history (skipped, or
+// restored from compaction by a re-open) are inserted as they were before
+// the change, and changed by a second statement (touchInserted), which the
+// trigger records: an insert has no trigger that records, since its test
+// would cost every materialized slot.
 
-// actor is the history's actor: parameter $n, or the session's role.
-func actor(n int) string { return fmt.Sprintf("coalesce($%d::text, session_user::text)", n) }
+// setActor names the client's actor ($1, NULL for the session's role) for
+// the rest of the transaction.
+const setActor = `SELECT set_config('almanac.actor', coalesce($1::text, session_user::text), true)`
 
-// loggedSkips wraps an insert of SKIP slots so that it records each in the
-// history, with actor parameter n. Its row count stays the number of slots
-// inserted.
-func loggedSkips(insert string, n int) string {
-	return `WITH ins AS (` + insert + ` RETURNING slot_start, generation)
-` + logEvent + `
-SELECT $1, $2, ins.slot_start, 'skipped', ins.generation, ` + actor(n) + `, left($6, 1024) FROM ins ORDER BY ins.slot_start`
+// inserted makes an insert return the starts of the slots it inserted, for
+// touchInserted.
+const inserted = ` RETURNING slot_start`
+
+// touchInserted applies the change set (a SET list) to the slots of the
+// series starting at $3, which the transaction has just inserted, in slot
+// order; bounded by the list's first and last starts, like acquire's
+// listed fragment, so that the primary key finds exactly those rows.
+func touchInserted(set string) string {
+	return `UPDATE {{schema}}.slot s SET ` + set + `, updated_at = clock_timestamp()
+	WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = ANY($3::timestamptz[])
+	  AND s.slot_start >= (SELECT min(l) FROM unnest($3::timestamptz[]) AS l)
+	  AND s.slot_start <= (SELECT max(l) FROM unnest($3::timestamptz[]) AS l)`
 }
 
 // The operations below (re-open, retry, skip) join no two sets of slots.
@@ -138,7 +144,7 @@ candidate AS (
 	       OR s.status = 'AVAILABLE' AND (s.not_before IS NULL OR s.not_before <= now_.t OR $6 AND s.not_before = 'infinity'))
 ),
 locked AS (
-	SELECT s.slot_start, s.status, s.not_before, s.generation, s.completed_by, s.completed_at, s.fence, s.attempts
+	SELECT s.slot_start, s.status, s.not_before
 	FROM {{schema}}.slot s, now_
 	WHERE ` + inRange + `
 	  AND (s.status = ANY($5::text[])
@@ -150,7 +156,7 @@ target AS (
 	SELECT l.* FROM locked l
 	WHERE l.status = ANY($5::text[]) OR $6 AND l.status = 'AVAILABLE' AND l.not_before = 'infinity'
 ),
-changed AS ({{changed}}){{logged}}
+changed AS ({{changed}})
 ` + marked(`c.status = 'ACQUIRED' OR NOT (c.slot_start <@ `+sqlschema.StartsOf("locked")+`)`) + `
 SELECT (SELECT count(*) FROM changed),` + heldColumns + ` FROM marked c`
 
@@ -164,18 +170,6 @@ var reopenUpdate = `UPDATE {{schema}}.slot s SET status = 'AVAILABLE', message =
 	` + updateTargets + `
 	RETURNING s.slot_start`
 
-// reopenLogged records each re-open, in the generation the update begins,
-// with the completion it ends when the row recorded one (see migration
-// 004): its run's owner, fence and attempt, and when it completed (d, a
-// projection of the row's own columns, empty otherwise).
-var reopenLogged = `,
-logged AS (INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, owner, fence, attempt, completed_at, actor, message)
-	SELECT $1, $2, t.slot_start, 'reopened', t.generation + 1, d.completed_by, d.fence, d.attempts, d.completed_at, ` + actor(8) + `, left($7, 1024)
-	FROM target t
-	LEFT JOIN LATERAL (SELECT t.completed_by, t.fence, t.attempts, t.completed_at
-		WHERE t.status = 'COMPLETE' AND t.completed_by IS NOT NULL) d ON true
-	ORDER BY t.slot_start)`
-
 // retrySQL clears the backoff of the rows of [$3, $4) that are in backoff or
 // parked, and the failure count of parked ones, so the retry policy starts
 // afresh for them.
@@ -186,13 +180,13 @@ candidate AS (
 	WHERE ` + inRange + ` AND s.status = 'AVAILABLE' AND s.not_before > now_.t
 ),
 target AS (
-	SELECT s.slot_start, s.not_before = 'infinity' AS unparked, s.generation
+	SELECT s.slot_start, s.not_before = 'infinity' AS unparked
 	FROM {{schema}}.slot s, now_
 	WHERE ` + inRange + ` AND s.status = 'AVAILABLE' AND s.not_before > now_.t
 	ORDER BY s.slot_start
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
-changed AS ({{changed}}){{logged}}
+changed AS ({{changed}})
 ` + marked(`NOT (c.slot_start <@ `+sqlschema.StartsOf("target")+`)`) + `
 SELECT (SELECT count(*) FROM changed), (SELECT count(*) FROM target WHERE unparked),` + heldColumns + ` FROM marked c`
 
@@ -202,12 +196,6 @@ var retryUpdate = `UPDATE {{schema}}.slot s SET not_before = NULL,
 	` + updateTargets + `
 	RETURNING s.slot_start`
 
-var retryLogged = `,
-logged AS (` + logEvent + `
-	SELECT $1, $2, t.slot_start, 'retried', t.generation, ` + actor(5) + `,
-		CASE WHEN t.unparked THEN 'un-parked: the retry policy starts afresh' ELSE 'backoff cleared' END
-	FROM target t ORDER BY t.slot_start)`
-
 // skip marks the AVAILABLE rows of [$3, $4) SKIP with reason $5, and counts
 // the rows it leaves alone: COMPLETE, already SKIP, and held.
 var skip = `WITH candidate AS (
@@ -216,13 +204,13 @@ var skip = `WITH candidate AS (
 	WHERE ` + inRange + `
 ),
 target AS (
-	SELECT s.slot_start, s.generation
+	SELECT s.slot_start
 	FROM {{schema}}.slot s
 	WHERE ` + inRange + ` AND s.status = 'AVAILABLE'
 	ORDER BY s.slot_start
 	FOR NO KEY UPDATE OF s SKIP LOCKED
 ),
-changed AS ({{changed}}){{logged}}
+changed AS ({{changed}})
 ` + marked(`c.status = 'ACQUIRED' OR c.status = 'AVAILABLE' AND NOT (c.slot_start <@ `+sqlschema.StartsOf("target")+`)`) + `
 SELECT (SELECT count(*) FROM changed),
 	count(*) FILTER (WHERE c.status = 'COMPLETE'),
@@ -232,10 +220,6 @@ FROM marked c`
 var skipUpdate = `UPDATE {{schema}}.slot s SET status = 'SKIP', message = $5, not_before = NULL, updated_at = clock_timestamp()
 	` + updateTargets + `
 	RETURNING s.slot_start`
-
-var skipLogged = `,
-logged AS (` + logEvent + `
-	SELECT $1, $2, t.slot_start, 'skipped', t.generation, ` + actor(6) + `, left($5, 1024) FROM target t ORDER BY t.slot_start)`
 
 // openRows selects the open rows (AVAILABLE, ACQUIRED) of [$3, $4) from
 // their partial indexes, never reading finished rows.
@@ -393,12 +377,11 @@ const extent = `SELECT min(e.lo), max(e.hi) FROM (
 // firstSlot is the start of the series' first slot row.
 const firstSlot = `SELECT min(s.slot_start) FROM {{schema}}.slot s WHERE s.name = $1 AND s."interval" = $2`
 
-// withChanged puts the data-modifying step, and the history it writes, into
-// a statement. A dry run puts in the SELECT of the rows it would change
-// instead, and no history (its caller rolls the transaction back, releasing
-// the row locks taken to find held rows).
-func withChanged(sql, changed, logged string) string {
-	return strings.Replace(strings.Replace(sql, "{{changed}}", changed, 1), "{{logged}}", logged, 1)
+// withChanged puts the data-modifying step into a statement. A dry run puts
+// in the SELECT of the rows it would change instead (its caller rolls the
+// transaction back, releasing the row locks taken to find held rows).
+func withChanged(sql, changed string) string {
+	return strings.Replace(sql, "{{changed}}", changed, 1)
 }
 
 // rendered holds the statements rendered so far, by schema, so that the
@@ -426,16 +409,18 @@ func renderStatements(schema string) statements {
 		insertSlotsOrIgnore: r(insertSlots + ` ON CONFLICT DO NOTHING`),
 		insertRuns:          r(insertRuns),
 		insertRunsOrIgnore:  r(insertRuns + ` ON CONFLICT DO NOTHING`),
-		skipSlots:           r(loggedSkips(insertSlots, 7)),
-		skipSlotsOrIgnore:   r(loggedSkips(insertSlots+` ON CONFLICT DO NOTHING`, 7)),
-		skipRuns:            r(loggedSkips(insertRuns, 8)),
-		skipRunsOrIgnore:    r(loggedSkips(insertRuns+` ON CONFLICT DO NOTHING`, 8)),
-		reopen:              r(withChanged(reopen, reopenUpdate, reopenLogged)),
-		reopenDry:           r(withChanged(reopen, `SELECT 1 FROM target`, "")),
-		retry:               r(withChanged(retrySQL, retryUpdate, retryLogged)),
-		retryDry:            r(withChanged(retrySQL, `SELECT 1 FROM target`, "")),
-		skip:                r(withChanged(skip, skipUpdate, skipLogged)),
-		skipDry:             r(withChanged(skip, `SELECT 1 FROM target`, "")),
+		skipSlots:           r(insertSlots + inserted),
+		skipSlotsOrIgnore:   r(insertSlots + ` ON CONFLICT DO NOTHING` + inserted),
+		skipRuns:            r(insertRuns + inserted),
+		skipRunsOrIgnore:    r(insertRuns + ` ON CONFLICT DO NOTHING` + inserted),
+		skipInserted:        r(touchInserted(`status = 'SKIP'`)),
+		setActor:            setActor,
+		reopen:              r(withChanged(reopen, reopenUpdate)),
+		reopenDry:           r(withChanged(reopen, `SELECT 1 FROM target`)),
+		retry:               r(withChanged(retrySQL, retryUpdate)),
+		retryDry:            r(withChanged(retrySQL, `SELECT 1 FROM target`)),
+		skip:                r(withChanged(skip, skipUpdate)),
+		skipDry:             r(withChanged(skip, `SELECT 1 FROM target`)),
 		current:             r(current),
 		history:             r(history),
 		extent:              r(extent),
@@ -454,6 +439,7 @@ func renderStatements(schema string) statements {
 		restore:             r(restoreSQL),
 		restoreSlots:        r(restoreSlotsSQL),
 		restoreDownstream:   r(restoreDownstreamSQL),
+		reopenInserted:      r(touchInserted(`generation = s.generation + 1`)),
 		compactedCount:      r(compactedCountSQL),
 		hasUpstream:         r(hasUpstreamSQL),
 		waitingUpstream:     r(waitingUpstreamSQL),

@@ -33,16 +33,19 @@ func (c *Client) WithTx(tx pgx.Tx) *Client {
 // inCallerTx runs fn in a savepoint of the caller's transaction, with
 // settings applied for fn and the caller's own settings put back after it:
 // the caller's transaction keeps its timeouts, and its later plain SQL is
-// not taken for almanac's (almanac.engine).
+// neither taken for almanac's (almanac.engine) nor recorded as the
+// client's actor's (almanac.actor).
 func (c *Client) inCallerTx(ctx context.Context, settings string, rollback bool, fn func(pgx.Tx) error) error {
 	sp, err := c.tx.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-	var timeout, lockTimeout, jit, engine string
+	var timeout, lockTimeout, jit, engine, actor, seqScan, bitmapScan string
 	if err := sp.QueryRow(ctx, `SELECT current_setting('statement_timeout'), current_setting('lock_timeout'),
-		current_setting('jit'), coalesce(current_setting('almanac.engine', true), '')`).Scan(&timeout, &lockTimeout, &jit, &engine); err != nil {
+		current_setting('jit'), coalesce(current_setting('almanac.engine', true), ''),
+		coalesce(current_setting('almanac.actor', true), ''), current_setting('enable_seqscan'), current_setting('enable_bitmapscan')`).
+		Scan(&timeout, &lockTimeout, &jit, &engine, &actor, &seqScan, &bitmapScan); err != nil {
 		return err
 	}
 	if _, err := sp.Exec(ctx, settings); err != nil {
@@ -55,7 +58,9 @@ func (c *Client) inCallerTx(ctx context.Context, settings string, rollback bool,
 		return sp.Rollback(ctx) // the settings go with it
 	}
 	if _, err := sp.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
-		set_config('jit', $3, true), set_config('almanac.engine', $4, true)`, timeout, lockTimeout, jit, engine); err != nil {
+		set_config('jit', $3, true), set_config('almanac.engine', $4, true), set_config('almanac.actor', $5, true),
+		set_config('enable_seqscan', $6, true), set_config('enable_bitmapscan', $7, true)`,
+		timeout, lockTimeout, jit, engine, actor, seqScan, bitmapScan); err != nil {
 		return fmt.Errorf("restore the transaction's settings: %w", err)
 	}
 	return sp.Commit(ctx)

@@ -19,10 +19,11 @@ import (
 //     sidecar, may read and write rows (SELECT, INSERT, UPDATE, DELETE on
 //     the tables, USAGE and SELECT on the fencing sequence, EXECUTE on
 //     functions) and nothing else: it cannot create, alter or drop
-//     anything, nor rewrite the record: history (slot_event and
-//     series_event) is append-only for it (old slot events are pruned
-//     through the schema's prune_history function), and the version table
-//     and the schema's settings are read-only. On the cap's permits
+//     anything, nor rewrite the record: the slots' history (slot_event)
+//     is read-only for it (the slot table's trigger writes it, as the
+//     owner; old events are pruned through the schema's prune_history
+//     function), the series' history (series_event) append-only, and the
+//     version table and the schema's settings are read-only. On the cap's permits
 //     (series_permit, created by a trigger) it may only read and lock
 //     rows, and on the dependencies (series_dependency) add, remove and
 //     lock the table, not update rows. It can still call Up (Client.Migrate) at
@@ -68,16 +69,18 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[1]s TO %[2]s;
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %[1]s TO %[2]s;
 
--- ... except what would let it rewrite the record: the history (slot_event,
--- series_event) is append-only for it, and the version table and the
--- schema's settings are read-only; the cap's permits (series_permit) it
--- only reads and locks, and the dependencies (series_dependency) it adds,
--- removes and locks (migrations 8 and 9 take the same back from tables
--- created under the default privileges below).
+-- ... except what would let it rewrite the record: the slots' history
+-- (slot_event) is read-only for it (a trigger that runs as the owner writes
+-- it), the series' history (series_event) append-only, and the version
+-- table and the schema's settings are read-only; the cap's permits
+-- (series_permit) it only reads and locks, and the dependencies
+-- (series_dependency) it adds, removes and locks (migrations 8, 9 and 11
+-- take the same back from tables created under the default privileges
+-- below).
 DO %[7]s
 BEGIN
     IF to_regclass(%[4]s) IS NOT NULL THEN
-        REVOKE UPDATE, DELETE, TRUNCATE ON %[1]s.slot_event FROM %[2]s;
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %[1]s.slot_event FROM %[2]s;
     END IF;
     IF to_regclass(%[8]s) IS NOT NULL THEN
         REVOKE UPDATE, DELETE, TRUNCATE ON %[1]s.series_event FROM %[2]s;

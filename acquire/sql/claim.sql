@@ -3,7 +3,8 @@
 -- the takeover grace (microseconds), [$10, $11) the part of the range
 -- searched for AVAILABLE slots. A claim records no event (the slot row
 -- shows its holder), except for an expired lease it takes over: the run
--- that lost it. The update takes the rows just locked by their addresses
+-- that lost it, which the slot table's trigger records (slot_record,
+-- migration 11). The update takes the rows just locked by their addresses
 -- (see lockedRows), and returns the addresses of the versions it wrote
 -- (see complete_tx). Each slot comes with its upstream slots (see upstream),
 -- read in the snapshot that judged it due.
@@ -16,13 +17,7 @@ UPDATE {{.schema}}.slot AS s SET
 FROM picked
 WHERE {{lockedRows "picked"}}
 RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, picked.took_over, s.fence, s.generation, s.lease_until,
-    s.ctid, picked.held_owner, picked.held_fence, picked.attempts AS held_attempts
-),
-taken AS (
-{{template "logEvent" .}}
-SELECT clock_timestamp(), $1, $2, c.slot_start, 'taken_over', c.generation, c.held_owner, c.held_fence, c.held_attempts,
-    format('lease expired; taken over by %s with fence %s', $6, c.fence)
-FROM claimed AS c WHERE c.took_over
+    s.ctid
 )
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation,
     {{if .upstream}}{{template "upstream" set . "name" "$1" "interval" "$2" "slot" "claimed" "deps" "(SELECT deps FROM ctl)"}}{{else}}NULL::jsonb{{end}}, lease_until, ctid FROM claimed

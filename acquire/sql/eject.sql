@@ -1,10 +1,10 @@
 -- Ejection takes the slot starting at $3, held or acquirable, now, whoever
 -- holds it, with a lease of $5 microseconds for owner $4. NOWAIT: a slot
 -- locked by a locked-mode transaction cannot be taken from it, and waiting
--- for that transaction would defeat the point. An ejection records the run
--- it ended, if the slot was held.
+-- for that transaction would defeat the point. The run it ended, if the
+-- slot was held, is recorded by the slot table's trigger (slot_record).
 WITH target AS (
-    SELECT slot_start, status = 'ACQUIRED' AS took_over, owner AS held_owner, fence AS held_fence, attempts AS held_attempts
+    SELECT slot_start, status = 'ACQUIRED' AS took_over
     FROM {{.schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND status IN ('AVAILABLE', 'ACQUIRED')
     FOR NO KEY UPDATE NOWAIT
@@ -17,13 +17,7 @@ UPDATE {{.schema}}.slot AS s SET
 FROM target AS t
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
 RETURNING s.slot_start, s.slot_end, s.attempts, s.fail_count, s.data, s.message, t.took_over, s.fence, s.generation, s.lease_until,
-    s.ctid, t.held_owner, t.held_fence, t.held_attempts
-),
-ejected AS (
-{{template "logEvent" .}}
-SELECT clock_timestamp(), $1, $2, c.slot_start, 'ejected', c.generation, c.held_owner, c.held_fence, c.held_attempts,
-    format('ejected by %s with fence %s', $4, c.fence)
-FROM claimed AS c WHERE c.took_over
+    s.ctid
 )
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation,
     {{template "upstream" set . "name" "$1" "interval" "$2" "slot" "claimed" "deps" "true"}}, lease_until, ctid FROM claimed

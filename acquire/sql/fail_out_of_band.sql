@@ -5,22 +5,17 @@
 -- transaction's backend may take a moment to release it. A lease its old
 -- holder renewed meanwhile is left alone. $5 is the fence the transaction
 -- took, $6 attempts, $7 the fail count, $8 the message, $9 the delay
--- (microseconds; negative parks the slot), $10 the queue's owner.
+-- (microseconds; negative parks the slot). The slot table's trigger
+-- records the failure (slot_record), as the run of the owner the
+-- transaction names (see runOwner).
 WITH target AS (
     SELECT slot_start FROM {{.schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND slot_start = $3 AND fence = $4
       AND (status = 'AVAILABLE' OR status = 'ACQUIRED' AND lease_until < clock_timestamp())
     FOR NO KEY UPDATE
-),
-d AS (
+)
 UPDATE {{.schema}}.slot AS s SET
     status = 'AVAILABLE', owner = NULL, lease_until = NULL, fence = $5, attempts = $6, fail_count = $7,
     message = $8, not_before = {{notBefore "v.delay_us"}}, updated_at = clock_timestamp()
 FROM target AS t, (SELECT $9::bigint AS delay_us) AS v
 WHERE s.name = $1 AND s."interval" = $2 AND s.slot_start = t.slot_start
-RETURNING s.slot_start, s.generation, v.delay_us < 0 AS parked
-)
-{{template "logEvent" .}}
-SELECT clock_timestamp(), $1, $2, d.slot_start, CASE WHEN d.parked THEN 'parked' ELSE 'failed' END, d.generation,
-    $10::uuid, $5, $6, left($8, 1024)
-FROM d

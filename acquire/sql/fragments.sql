@@ -82,7 +82,7 @@ ctl AS MATERIALIZED (
 {{- end}}
 expired AS (
     SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, true AS took_over, fence AS held_fence,
-        generation, owner AS held_owner
+        generation
     FROM {{.schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'ACQUIRED'
       AND {{expired .grace}}
@@ -94,7 +94,7 @@ expired AS (
 ),
 available AS (
     SELECT ctid, slot_start, slot_end, attempts, fail_count, data, message, false AS took_over, fence AS held_fence,
-        generation, NULL::uuid AS held_owner
+        generation
     FROM {{.schema}}.slot
     WHERE name = $1 AND "interval" = $2 AND status = 'AVAILABLE'
       AND {{notWaiting}}
@@ -241,18 +241,14 @@ s.name = $1 AND s."interval" = $2 AND {{template "listed" .}}
   AND s.owner = $4 AND s.fence <@ {{fencesIn "$5"}}
 {{- end}}
 
-{{define "logEvent"}}
--- logEvent starts the insert of history rows (slot_event). Every outcome is
--- recorded by the statement that writes it, from the rows that statement
--- changed: set-based, in the same round trip, and only if the write
--- happened. Messages are cut to 1024 characters, which the table's
--- 4096-byte bound always admits.
-INSERT INTO {{.schema}}.slot_event (at, name, "interval", slot_start, event, generation, owner, fence, attempt, message)
-{{- end}}
-
-{{define "takenByLocked"}}
--- The message of a locked-mode takeover's event.
-'lease expired; taken over by a locked-mode worker'
+{{define "runOwner"}}
+-- runOwner names the owner of the run whose outcomes the statement writes
+-- (the parameter given) for the rest of the transaction, for the slot
+-- table's trigger (slot_record), which records those outcomes when the
+-- statement ends: a locked-mode run's owner is on no row. Only the last
+-- statement of a transaction of almanac's own uses it, so nothing else is
+-- attributed to that run.
+set_config('almanac.owner', {{.}}::text, true)
 {{- end}}
 
 {{define "upstream"}}

@@ -17,7 +17,7 @@
 SELECT k.i, a.slot_start, a.slot_end, a.attempts, a.fail_count, a.data, a.message, false, nextval('{{.schema}}.fence_seq'),
     a.generation,
     {{template "upstream" set . "name" "k.name" "interval" "k.\"interval\"" "slot" "a" "deps" "ctl.deps"}},
-    a.fence, NULL::uuid, {{currentXact}}
+    a.fence, {{currentXact}}
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[]) WITH ORDINALITY
     AS k(name, "interval", lag_us, lo, hi, i)
 CROSS JOIN LATERAL ({{template "ctlRow" set . "name" "k.name" "interval" "k.\"interval\"" "lag" "k.lag_us"}}) AS ctl

@@ -8,5 +8,5 @@
 -- judged it due.
 WITH {{template "candidates" set . "lag" "$6" "grace" "$7" "lo" "$8" "hi" "$9"}}
 SELECT slot_start, slot_end, attempts, fail_count, data, message, took_over, nextval('{{.schema}}.fence_seq'), generation,
-    {{if .upstream}}{{template "upstream" set . "name" "$1" "interval" "$2" "slot" "picked" "deps" "(SELECT deps FROM ctl)"}}{{else}}NULL::jsonb{{end}}, held_fence, held_owner, {{currentXact}}
+    {{if .upstream}}{{template "upstream" set . "name" "$1" "interval" "$2" "slot" "picked" "deps" "(SELECT deps FROM ctl)"}}{{else}}NULL::jsonb{{end}}, held_fence, {{currentXact}}
 FROM picked ORDER BY slot_start {{.order}}

@@ -116,7 +116,7 @@ type lockedSQL struct {
 const (
 	selectArgs     = 9 // name, interval, max, from, to, lag, takeover grace, and where to search for AVAILABLE slots (from, to)
 	selectMax      = 2
-	finishArgs     = 14 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data, events, owner, held owners and fences
+	finishArgs     = 11 // name, interval, starts, statuses, fences, attempts, failures, messages, delays, data, owner
 	finishStarts   = 2
 	finishFences   = 4
 	finishAttempts = 5
@@ -180,11 +180,11 @@ func (l lockedSQL) step(ctx context.Context, pool *pgxpool.Pool, n int, c *count
 		return 0, err
 	}
 	for rows.Next() {
-		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, upstream, held_fence, held_owner, xid
+		// slot_start, slot_end, attempts, fail_count, data, message, took_over, fence, generation, upstream, held_fence, xid
 		var start time.Time
 		var attempt int
 		var fence int64
-		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil, nil, nil, nil); err != nil {
+		if err := rows.Scan(&start, nil, &attempt, nil, nil, nil, nil, &fence, nil, nil, nil, nil); err != nil {
 			rows.Close()
 			return 0, err
 		}
