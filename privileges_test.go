@@ -165,6 +165,14 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Resume(ctx, capped, "done")
 	require.NoError(t, err)
+	// The series' trigger records both, as the owner, with the runtime
+	// role's name (the client has no actor of its own).
+	rows, err := runtimePool.Query(ctx, sqlschema.Render(`SELECT event || ' by ' || actor || ': ' || message FROM {{schema}}.series_event
+		WHERE name = 'capped_report' ORDER BY at`, schema))
+	require.NoError(t, err)
+	seriesEvents, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"paused by " + runtime + ": maintenance", "resumed by " + runtime + ": done"}, seriesEvents)
 	_, err = c.Materialize(ctx, capped, from, to, almanac.WriteOptions{})
 	require.NoError(t, err)
 	cq, err := acquire.New(ctx, runtimePool, capped, acquire.Options{Schema: schema})
@@ -176,8 +184,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, err)
 
 	// The runtime role cannot rewrite the record: it cannot write, erase or
-	// alter the slots' history, record a version, shorten the history's
-	// retention or forge a cap's permits...
+	// alter the slots' or the series' history, record a version, shorten
+	// the history's retention or forge a cap's permits...
 	for _, sql := range []string{
 		`INSERT INTO {{schema}}.slot_event (name, "interval", slot_start, event, generation, message)
 			VALUES ('backlog_report', 'PT1M', '2026-03-01T00:00:00Z', 'failed', 1, 'forged')`,
@@ -188,6 +196,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		`UPDATE {{schema}}.schema_migrations SET applied_at = now()`,
 		`DELETE FROM {{schema}}.schema_migrations WHERE version = 8`,
 		`UPDATE {{schema}}.settings SET history_retention = '1 microsecond'`,
+		`INSERT INTO {{schema}}.series_event (name, "interval", event, actor, message)
+			VALUES ('capped_report', 'PT1H', 'resumed', 'ops', 'forged')`,
 		`DELETE FROM {{schema}}.series_event`,
 		`UPDATE {{schema}}.series_event SET message = 'forged'`,
 		`TRUNCATE {{schema}}.series_event`,

@@ -141,15 +141,16 @@ func (c *Client) SetSeries(ctx context.Context, s Series, opts SeriesOptions) (S
 // outcomes. reason (optional, at most 1 KiB of printable UTF-8) and the
 // client's actor (Options.Actor, else the database role) are stored on the
 // series and in its history (series_event). Pausing a paused series keeps
-// the time it was first paused. Errors wrap ErrInvalid for a bad reason and
+// the time it was first paused; it is recorded again only with another
+// actor or reason. Errors wrap ErrInvalid for a bad reason and
 // ErrUnknownSeries for a series not registered.
 func (c *Client) Pause(ctx context.Context, s Series, reason string) (SeriesInfo, error) {
 	return c.pause(ctx, s, true, reason)
 }
 
 // Resume ends a pause (see Pause) and wakes the series' idle workers; a
-// series not paused stays as it is. The resume is recorded in the series'
-// history with reason. Errors as for Pause.
+// series not paused stays as it is, and nothing is recorded. The resume is
+// recorded in the series' history with reason. Errors as for Pause.
 func (c *Client) Resume(ctx context.Context, s Series, reason string) (SeriesInfo, error) {
 	return c.pause(ctx, s, false, reason)
 }

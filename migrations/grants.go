@@ -22,13 +22,13 @@ import (
 //     anything, nor rewrite the record: the slots' history (slot_event)
 //     is read-only for it (the slot table's trigger writes it, as the
 //     owner; old events are pruned through the schema's prune_history
-//     function), the series' history (series_event) append-only, and the
-//     version table and the schema's settings are read-only. On the cap's permits
-//     (series_permit, created by a trigger) it may only read and lock
-//     rows, and on the dependencies (series_dependency) add, remove and
-//     lock the table, not update rows. It can still call Up (Client.Migrate) at
-//     every start, which only reads the version table when the schema is
-//     current.
+//     function), so are the series' history (series_event, which the
+//     series table's trigger writes), the version table and the schema's
+//     settings. On the cap's permits (series_permit, created by a
+//     trigger) it may only read and lock rows, and on the dependencies
+//     (series_dependency) add, remove and lock the table, not update
+//     rows. It can still call Up (Client.Migrate) at every start, which
+//     only reads the version table when the schema is current.
 //
 // Tables, sequences and functions that later migrations create are covered
 // by default privileges, provided the migrations run as migrator: an
@@ -71,11 +71,11 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %[1]s TO %[2]s;
 
 -- ... except what would let it rewrite the record: the slots' history
 -- (slot_event) is read-only for it (a trigger that runs as the owner writes
--- it), the series' history (series_event) append-only, and the version
--- table and the schema's settings are read-only; the cap's permits
--- (series_permit) it only reads and locks, and the dependencies
--- (series_dependency) it adds, removes and locks (migrations 8, 9 and 11
--- take the same back from tables created under the default privileges
+-- it), so are the series' history (series_event, the series table's
+-- trigger writes it), the version table and the schema's settings;
+-- the cap's permits (series_permit) it only reads and locks, and the
+-- dependencies (series_dependency) it adds, removes and locks (migrations
+-- 8, 9, 11 and 12 take the same back from tables created under the default privileges
 -- below).
 DO %[7]s
 BEGIN
@@ -83,7 +83,7 @@ BEGIN
         REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %[1]s.slot_event FROM %[2]s;
     END IF;
     IF to_regclass(%[8]s) IS NOT NULL THEN
-        REVOKE UPDATE, DELETE, TRUNCATE ON %[1]s.series_event FROM %[2]s;
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %[1]s.series_event FROM %[2]s;
     END IF;
     IF to_regclass(%[9]s) IS NOT NULL THEN
         REVOKE INSERT, DELETE, TRUNCATE ON %[1]s.series_permit FROM %[2]s;

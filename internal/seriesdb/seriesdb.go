@@ -140,28 +140,30 @@ func Set(ctx context.Context, q Querier, schema, name string, interval slot.Inte
 	return Get(ctx, q, schema, name, interval)
 }
 
-// pauseSQL pauses ($3) or resumes the series, records the change in
-// series_event with actor $4 (NULL: the session's role) and reason $5, and
-// on a resume wakes the series' idle workers ($6 the channel, $7 the
-// payload) when the statement commits. Pausing a paused series keeps when
-// it was first paused, and records who paused it again and why.
-const pauseSQL = `WITH u AS (
+// pauseSQL pauses ($3) or resumes the series and, on a resume, wakes the
+// series' idle workers ($6 the channel, $7 the payload) when the statement
+// commits. The series' trigger (series_record, migration 12) records the
+// change in series_event: s sets, for the transaction, the actor it
+// records ($4; NULL: the session's role) and the reason of a resume ($5),
+// which the row does not keep. Pausing a paused series keeps when it was
+// first paused, and records who paused it again and why.
+const pauseSQL = `WITH s AS (SELECT set_config('almanac.actor', coalesce($4, session_user::text), true),
+	set_config('almanac.reason', coalesce($5, ''), true)),
+u AS (
 	UPDATE {{schema}}.series SET
 		paused_at = CASE WHEN $3 THEN coalesce(paused_at, clock_timestamp()) END,
 		paused_by = CASE WHEN $3 THEN coalesce($4, session_user) END,
 		paused_reason = CASE WHEN $3 THEN $5 END
-	WHERE name = $1 AND "interval" = $2
-	RETURNING name, "interval"),
-e AS (INSERT INTO {{schema}}.series_event (name, "interval", event, actor, message)
-	SELECT name, "interval", CASE WHEN $3 THEN 'paused' ELSE 'resumed' END, coalesce($4, session_user), $5 FROM u)
+	WHERE name = $1 AND "interval" = $2 AND (SELECT count(*) FROM s) = 1
+	RETURNING name, "interval")
 SELECT count(*), (SELECT count(pg_notify($6, $7)) FROM u WHERE NOT $3) FROM u`
 
 // Pause pauses (pause) or resumes the series (name, interval): while it is
 // paused no process claims its slots. actor ("" for the session's role)
-// and reason are recorded on the row and in series_event. An unknown
-// series is an error wrapping ErrUnknownSeries. Transient faults are
-// retried: pausing and resuming are idempotent (a retried change may be
-// recorded twice).
+// and reason are recorded on the row and, by the series' trigger, in
+// series_event. An unknown series is an error wrapping ErrUnknownSeries.
+// Transient faults are retried: pausing and resuming are idempotent, and a
+// retry that changes nothing records nothing.
 func Pause(ctx context.Context, q Querier, schema, name string, interval slot.Interval, pause bool, actor, reason string) (Definition, error) {
 	var who, why *string
 	if actor != "" {
