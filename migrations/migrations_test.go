@@ -267,3 +267,69 @@ func TestDownBelowRangesKeepsCompactedSlots(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before, history(), "a round trip below version 3 neither loses nor doubles an event")
 }
+
+// TestSeriesHistoryTrigger: from version 12 the series' history is written
+// by the series table's trigger, for the changes that pause or resume a
+// series (plain SQL included), and no other role may insert into it; the
+// down migration gives INSERT back to the roles that may update series
+// rows, and to no other.
+func TestSeriesHistoryTrigger(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := migrations.Up(ctx, pool, schema, 11)
+	require.NoError(t, err)
+	writer, reader := schema+"_writer", schema+"_reader"
+	for _, role := range []string{writer, reader} {
+		_, err := pool.Exec(ctx, "CREATE ROLE "+sqlschema.Quote(role))
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			ctx := context.Background()
+			_, err := pool.Exec(ctx, "DROP OWNED BY "+sqlschema.Quote(role))
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, "DROP ROLE "+sqlschema.Quote(role))
+			require.NoError(t, err)
+		})
+	}
+	exec := func(sql string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sqlschema.Render(sql, schema))
+		require.NoError(t, err)
+	}
+	exec(`GRANT SELECT, INSERT, UPDATE ON {{schema}}.series, {{schema}}.series_event TO ` + sqlschema.Quote(writer) + `;
+		GRANT SELECT ON {{schema}}.series, {{schema}}.series_event TO ` + sqlschema.Quote(reader))
+	canInsert := func(role string) bool {
+		t.Helper()
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT has_table_privilege($1, $2, 'INSERT')`, role,
+			sqlschema.Quote(schema)+".series_event").Scan(&ok))
+		return ok
+	}
+
+	_, err = migrations.Up(ctx, pool, schema)
+	require.NoError(t, err)
+	require.False(t, canInsert(writer), "version 12 takes INSERT on series_event back")
+	exec(`INSERT INTO {{schema}}.series (name, "interval", origin) VALUES ('s', 'PT1M', '2026-01-01T00:00Z')`)
+	exec(`UPDATE {{schema}}.series SET paused_at = now(), paused_reason = 'by hand'`)
+	exec(`UPDATE {{schema}}.series SET paused_reason = 'by hand', lag = interval '1 minute'`) // no change to the pause
+	exec(`UPDATE {{schema}}.series SET paused_reason = 'still'`)
+	exec(`BEGIN; SELECT set_config('almanac.actor', 'ops', true), set_config('almanac.reason', 'back', true);
+		UPDATE {{schema}}.series SET paused_at = NULL, paused_reason = NULL; COMMIT`)
+	exec(`UPDATE {{schema}}.series SET paused_at = NULL`) // not paused: nothing to record
+	var role string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT session_user || coalesce(' (' || nullif(current_setting('application_name'), '') || ')', '')`).Scan(&role))
+	rows, err := pool.Query(ctx, sqlschema.Render(`SELECT event || ' by ' || actor || ': ' || message FROM {{schema}}.series_event ORDER BY at`, schema))
+	require.NoError(t, err)
+	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"paused by " + role + ": by hand", "paused by " + role + ": still", "resumed by ops: back"}, events)
+
+	_, err = migrations.Down(ctx, pool, schema, 11)
+	require.NoError(t, err)
+	require.True(t, canInsert(writer), "version 11's grants are back")
+	require.False(t, canInsert(reader), "for the roles that had it")
+	exec(`UPDATE {{schema}}.series SET paused_at = now()`)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, sqlschema.Render(`SELECT count(*) FROM {{schema}}.series_event`, schema)).Scan(&n))
+	require.Equal(t, 3, n, "version 11 has no trigger")
+}
