@@ -102,8 +102,10 @@ type job struct {
 	running int
 	limit   int
 	// queuedAt is the running count the job is queued in e.ready at, or
-	// notQueued.
+	// notQueued; queuedAs numbers that queueing (0 when not queued), which
+	// tells its entry from those left behind.
 	queuedAt int
+	queuedAs uint64
 	// solo makes the job's next unit a batch of its own series: a batch
 	// across series gave it nothing while it had work (see along).
 	solo bool

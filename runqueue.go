@@ -11,11 +11,13 @@ import "slices"
 // fewest running workers, then the order the jobs got work in (first come,
 // first served, so that no series waits behind others that keep getting
 // work). Jobs are queued in the bucket of their priority and running
-// count; an entry whose job has since changed bucket, run out of work or
-// reached its limit is stale and dropped when met. Guarded by engine.mu.
+// count; an entry whose job has since been taken, queued again, run out of
+// work or reached its limit is stale and dropped when met. Guarded by
+// engine.mu.
 type runQueue struct {
 	levels     map[int]*runLevel
-	priorities []int // the levels' priorities, highest first
+	priorities []int  // the levels' priorities, highest first
+	pushes     uint64 // numbers each queueing (job.queuedAs), from 1
 }
 
 // runLevel is the jobs of one priority, by running count.
@@ -23,16 +25,23 @@ type runLevel struct {
 	byRunning []fifo
 }
 
-// fifo is a queue of jobs with the running count each was queued at.
+// fifo is a queue of jobs, each entry with the queueing it was made by.
 type fifo struct {
 	entries []queued
 	head    int
 }
 
 type queued struct {
-	j       *job
-	running int
+	j  *job
+	as uint64
 }
+
+// current reports whether e is its job's queueing still: the job was not
+// taken (pop, popAlong) nor queued again since. An entry left behind by
+// popAlong must not come back to life when its job, its batch done, is
+// queued again at the same running count: it would run ahead of every job
+// queued after it.
+func (e queued) current() bool { return e.j != nil && e.j.queuedAs == e.as }
 
 // notQueued is job.queuedAt of a job not in the run queue.
 const notQueued = -1
@@ -57,8 +66,9 @@ func (q *runQueue) push(j *job) {
 		l.byRunning = append(l.byRunning, fifo{})
 	}
 	f := &l.byRunning[j.running]
-	f.entries = append(f.entries, queued{j, j.running})
-	j.queuedAt = j.running
+	q.pushes++
+	f.entries = append(f.entries, queued{j, q.pushes})
+	j.queuedAt, j.queuedAs = j.running, q.pushes
 }
 
 // pop removes and returns the job pick chooses, or nil if no job has work
@@ -77,11 +87,11 @@ func (q *runQueue) pop() *job {
 				} else if f.head > 1024 && f.head*2 > len(f.entries) {
 					f.entries, f.head = append(f.entries[:0], f.entries[f.head:]...), 0
 				}
-				j := e.j
-				if j.queuedAt != e.running || j.running != e.running {
-					continue // stale: queued again elsewhere, or its count changed
+				if !e.current() {
+					continue // stale
 				}
-				j.queuedAt = notQueued
+				j := e.j
+				j.queuedAt, j.queuedAs = notQueued, 0
 				if !j.hasWork || j.running >= j.limit {
 					continue
 				}
@@ -110,15 +120,15 @@ func (q *runQueue) popAlong(lead *job, n int, fits func(*job) bool) []*job {
 			f := &l.byRunning[r]
 			for i := f.head; i < len(f.entries) && len(out) < n && looked < n+alongScan; i++ {
 				e := f.entries[i]
-				j := e.j
-				if j == nil || j.queuedAt != e.running || j.running != e.running {
+				if !e.current() {
 					continue // stale
 				}
 				looked++
+				j := e.j
 				if j == lead || !j.hasWork || j.running >= j.limit || !fits(j) {
 					continue
 				}
-				j.queuedAt = notQueued
+				j.queuedAt, j.queuedAs = notQueued, 0
 				out = append(out, j)
 			}
 		}

@@ -79,7 +79,8 @@ func TestRunQueueOrder(t *testing.T) {
 
 // TestRunQueuePopAlong: popAlong takes the jobs that fit in the order pop
 // would, leaves the others where they are, never takes the lead, and a job
-// it took is not handed out again by pop for that queueing.
+// it took is not handed out again by pop for that queueing, nor ahead of
+// the jobs queued before it once its batch ends and it is queued again.
 func TestRunQueuePopAlong(t *testing.T) {
 	e := &engine{opts: Options{Concurrency: 100}}
 	var jobs []*job
@@ -105,4 +106,32 @@ func TestRunQueuePopAlong(t *testing.T) {
 		popped = append(popped, j.Series.Name())
 	}
 	require.Equal(t, []string{"p0", "p1", "p2", "p4"}, popped, "the others stayed in place; those taken along are not queued")
+
+	// The next round: p1 leads again and takes p3 along, whose entries of
+	// the first round are left behind; p5 stays queued. When the batch
+	// ends, p3 is queued again at the same running count, behind p5: the
+	// entry left behind must not put it first.
+	for _, j := range jobs {
+		j.running = 0
+		j.queuedAt, j.queuedAs = notQueued, 0
+	}
+	e.ready = runQueue{}
+	for _, i := range []int{1, 3, 5} {
+		e.ready.push(jobs[i])
+	}
+	require.Equal(t, jobs[1], e.pick())
+	require.Equal(t, []*job{jobs[3]}, e.ready.popAlong(jobs[1], 1, batched))
+	for _, j := range []*job{jobs[1], jobs[3]} {
+		j.running++
+	}
+	for _, j := range []*job{jobs[1], jobs[3]} {
+		j.running--
+		e.ready.push(j) // the batch ended
+	}
+	popped = nil
+	for j := e.pick(); j != nil; j = e.pick() {
+		popped = append(popped, j.Series.Name())
+		j.hasWork = false
+	}
+	require.Equal(t, []string{"p5", "p1", "p3"}, popped, "in the order they were queued")
 }
