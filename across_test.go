@@ -143,11 +143,9 @@ func TestAcrossLeavesPausedAndCappedSeries(t *testing.T) {
 }
 
 // TestAcrossIsFairAcrossSeries: 1,000 batched series with three due slots
-// each, one slot of a series at a time (Job.Concurrency 1): batches across
-// series take one slot per series in the order the series got work, so
-// every series runs its first slot before any runs its third, give or
-// take the batches in flight. (With the default Concurrency a job may be
-// in several batches at once, each taking the next slot of its series.)
+// each, default settings: batches across series take one slot per series
+// in the order the series got work, so every series runs its first slot
+// before any runs its third, give or take the batches in flight.
 func TestAcrossIsFairAcrossSeries(t *testing.T) {
 	db := pgtest.New(t)
 	const n, batch = 1000, 25
@@ -163,7 +161,6 @@ func TestAcrossIsFairAcrossSeries(t *testing.T) {
 	e := newEngine(db.Pool, Options{Schema: db.Schema, PollInterval: time.Hour, Concurrency: 4}, nil)
 	for _, name := range names {
 		require.NoError(t, e.add(Job{Series: series(t, name, "PT1M"), From: from, To: from.Add(3 * time.Minute), Batch: batch,
-			Concurrency: 1, // one slot of a series at a time: else a job in several batches at once runs ahead
 			Handler: func(ctx context.Context, tx pgx.Tx, s acquire.Slot) error {
 				mu.Lock()
 				defer mu.Unlock()

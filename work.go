@@ -215,10 +215,10 @@ func (e *engine) along(j *job) []*job {
 // unitAcross does one unit of work for the jobs of group, batched jobs of
 // different series: the first acquirable slot of each series, all in one
 // transaction (acquire.RunAcross). It reports for each job whether more
-// may be waiting, as unit does. A job given nothing while it was woken
-// runs its next unit alone: its series may hold slots a batch across
-// series leaves to RunBatch (a cap, an expired lease), and RunBatch also
-// says whether it has none.
+// may be waiting, as unit does. A job given nothing whose series may hold
+// slots a batch across series leaves to RunBatch (a cap, an expired
+// lease) runs its next unit alone; one given nothing else has no more
+// (a wake-up that named it after its slot was done, for instance).
 func (e *engine) unitAcross(ctx context.Context, group []*job) []bool {
 	claimStart := time.Now()
 	queues := make([]*acquire.Queue, len(group))
@@ -239,7 +239,7 @@ func (e *engine) unitAcross(ctx context.Context, group []*job) []bool {
 		switch {
 		case len(rs) > 0:
 			more[i] = !e.tookLast(j, rs[0].Slot)
-		case err == nil:
+		case err == nil && rs != nil:
 			e.mu.Lock()
 			j.solo = true
 			e.mu.Unlock()

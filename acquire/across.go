@@ -23,8 +23,10 @@ import (
 // A series gives nothing here when it is paused (as with RunBatch), when
 // it has a cap (series.max_in_flight: admissions under a cap take the
 // series' lock and permits, which RunBatch does), and when its only
-// acquirable slots are expired leases: RunBatch takes those over. A queue
-// given nothing here may so still have work for RunBatch.
+// acquirable slots are expired leases: RunBatch takes those over. For such
+// a queue, given nothing, results[i] is empty but not nil: RunBatch may
+// find work there. A nil results[i] means the series had nothing for
+// either, but for slots other transactions held.
 //
 // The queues must be distinct series on one pool and agree on the schema,
 // NewestFirst, DeadMan and MaxWork (their transaction is one); otherwise
@@ -67,12 +69,17 @@ func RunAcross(ctx context.Context, queues []*Queue, handlers []Handler) ([][]Re
 		return nil, fmt.Errorf("acquire: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if len(w.slots) == 0 {
-		return make([][]Result, len(queues)), nil
+	results := make([][]Result, len(queues))
+	if len(w.slots) > 0 {
+		results, err = runLocked(ctx, tx, xid, w)
+		for i, o := range queues {
+			o.rewindAfter(results[i])
+		}
 	}
-	results, err := runLocked(ctx, tx, xid, w)
-	for i, o := range queues {
-		o.rewindAfter(results[i])
+	for _, i := range w.left {
+		if results[i] == nil {
+			results[i] = []Result{}
+		}
 	}
 	return results, err
 }
@@ -103,7 +110,7 @@ func checkAcross(queues []*Queue, handlers []Handler) error {
 }
 
 // selectAcross locks the slots of w's queues in tx (select_across.sql) and
-// fills w.slots and w.of, and xid with the transaction's id.
+// fills w.slots and w.of, w.left, and xid with the transaction's id.
 func selectAcross(ctx context.Context, tx pgx.Tx, w *lockedWork, xid *int64, names, intervals []string, lags []int64, los, his []time.Time) error {
 	rows, err := tx.Query(ctx, w.queues[0].sql.selectAcross, names, intervals, lags, los, his)
 	if err != nil {
@@ -111,7 +118,12 @@ func selectAcross(ctx context.Context, tx pgx.Tx, w *lockedWork, xid *int64, nam
 	}
 	var r slotRow
 	var i, heldFence int64
-	_, err = pgx.ForEachRow(rows, append(append([]any{&i}, r.dest()...), &heldFence, xid), func() error {
+	var left bool
+	_, err = pgx.ForEachRow(rows, append(append([]any{&i}, r.dest()...), &heldFence, xid, &left), func() error {
+		if left {
+			w.left = append(w.left, int(i-1))
+			return nil
+		}
 		s, err := r.locked(w.queues[i-1], heldFence)
 		if err != nil {
 			return err

@@ -166,8 +166,9 @@ func TestRunAcrossOneTransaction(t *testing.T) {
 // TestRunAcrossControls: inside a batch across series, a paused series, a
 // capped one, one whose upstream has not finished the slot's span and one
 // whose series lag holds its slots back give nothing, and the others give
-// their slot; the capped series' slot is then taken by RunBatch, within
-// its cap.
+// their slot; only the capped series' result says RunBatch may find work
+// (empty, not nil), and its slot is then taken by RunBatch, within its
+// cap. So is an expired lease's.
 func TestRunAcrossControls(t *testing.T) {
 	f := newAcrossFixture(t, 6, 1)
 	ctx := context.Background()
@@ -192,6 +193,10 @@ func TestRunAcrossControls(t *testing.T) {
 		}
 		require.Len(t, results[i], want, name)
 	}
+	require.NotNil(t, results[2], "the capped series may have work for RunBatch")
+	for _, i := range []int{1, 3, 4} {
+		require.Nil(t, results[i], "series %d has no work for RunBatch either", i)
+	}
 
 	// s000 is done now: s003's slot is due.
 	results, err = RunAcross(ctx, f.queues, f.handlers(func(context.Context, pgx.Tx, Slot) error { return nil }))
@@ -208,6 +213,15 @@ func TestRunAcrossControls(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.Equal(t, 0, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'AVAILABLE' AND name IN ('s000', 's002', 's003', 's005')`))
 	require.Equal(t, 2, f.count(`SELECT count(*) FROM {{schema}}.slot WHERE status = 'AVAILABLE'`), "the paused and the lagging series' slots")
+
+	// s005's slot is held by a lease that expired: left to RunBatch, and
+	// said so; s000, done, has nothing.
+	f.exec(`UPDATE {{schema}}.slot SET status = 'ACQUIRED', owner = gen_random_uuid(), lease_until = now() - interval '1 hour' WHERE name = 's005'`)
+	results, err = RunAcross(ctx, f.queues, f.handlers(func(context.Context, pgx.Tx, Slot) error { return nil }))
+	require.NoError(t, err)
+	require.NotNil(t, results[5], "an expired lease is RunBatch's")
+	require.Empty(t, results[5])
+	require.Nil(t, results[0], "nothing left")
 }
 
 // TestRunAcrossRefusesMixedQueues: queues that cannot share a transaction,

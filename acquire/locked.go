@@ -108,6 +108,7 @@ type lockedWork struct {
 	handlers []Handler
 	slots    []Slot
 	of       []int
+	left     []int // RunAcross: the queues that may have work only RunBatch takes
 }
 
 // runLocked runs the handlers of the slots locked in tx (whose id is xid)

@@ -14,10 +14,17 @@
 -- a time (RunBatch does that). Expired leases are left to RunBatch too.
 -- Each series' probe reads slot_available_idx from its first entry, as
 -- the poll's scan does (wake.Ready), and skips rows other workers hold.
+--
+-- The last column tells these slots (false) from a row per series that
+-- may have work only RunBatch takes (true, its other columns
+-- placeholders): not paused, and with a cap or a lease expired (for any
+-- grace: RunBatch applies the queue's). A series given nothing without
+-- such a row has nothing a claim of its own would take now, short of a
+-- slot another transaction holds.
 SELECT k.i, a.slot_start, a.slot_end, a.attempts, a.fail_count, a.data, a.message, false, nextval('{{.schema}}.fence_seq'),
     a.generation,
     {{template "upstream" set . "name" "k.name" "interval" "k.\"interval\"" "slot" "a" "deps" "ctl.deps"}},
-    a.fence, {{currentXact}}
+    a.fence, {{currentXact}}, false
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::timestamptz[]) WITH ORDINALITY
     AS k(name, "interval", lag_us, lo, hi, i)
 CROSS JOIN LATERAL ({{template "ctlRow" set . "name" "k.name" "interval" "k.\"interval\"" "lag" "k.lag_us"}}) AS ctl
@@ -35,4 +42,11 @@ CROSS JOIN LATERAL (
     LIMIT 1
     FOR NO KEY UPDATE SKIP LOCKED
 ) AS a
-ORDER BY k.i
+UNION ALL
+SELECT k.i, 'epoch', 'epoch', 0, 0, NULL, NULL, false, 0, 0, NULL, 0, {{currentXact}}, true
+FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS k(name, "interval", lag_us, i)
+CROSS JOIN LATERAL ({{template "ctlRow" set . "name" "k.name" "interval" "k.\"interval\"" "lag" "k.lag_us"}}) AS ctl
+WHERE NOT ctl.paused
+  AND (ctl.cap IS NOT NULL OR EXISTS (SELECT FROM {{.schema}}.slot AS e
+      WHERE e.name = k.name AND e."interval" = k."interval" AND e.status = 'ACQUIRED' AND e.lease_until < now()))
+ORDER BY 1
