@@ -24,9 +24,9 @@
 -- before, n after, joined on the primary key), in slot order and, for a
 -- slot, in the order below. A row trigger did the same row by row, which
 -- made a bulk re-open, skip or retry several times slower; the set-based
--- form costs one statement per UPDATE, and nothing per row for the
--- changes that have no event. Only the changes that have events count
--- (the row trigger's WHEN clause, now the query's WHERE):
+-- form costs one statement per UPDATE that has events, and a probe of
+-- the transition tables for one that has none. Only the changes that have
+-- events count (the row trigger's WHEN clause, now the query's WHERE):
 --   - a lease ended by another run (a new fence on an ACQUIRED row): the
 --     run that lost it, 'taken_over' when its lease had expired (by a
 --     lease claim, or a locked-mode run, dated at the start of its
@@ -55,14 +55,28 @@ CREATE FUNCTION {{schema}}.slot_record() RETURNS trigger
     SET search_path = pg_catalog, {{schema}}, pg_temp
     AS $$
 DECLARE
-    engine boolean := current_setting('almanac.engine', true) IS NOT DISTINCT FROM 'on';
-    actor text := left(coalesce(nullif(current_setting('almanac.actor', true), ''),
+    engine boolean;
+    actor text;
+    named_owner uuid; -- the owner of a locked-mode run, which no row holds (runOwner)
+BEGIN
+    -- Most updates have no event: a claim, a heartbeat, a completion.
+    -- They end here, before the settings are read and the events' query
+    -- is started, which would be most of what such an update costs. The
+    -- test is the events' WHERE clause below, widened so that only the
+    -- leases' fences need the join.
+    IF NOT EXISTS (
+        SELECT FROM n WHERE n.status <> 'COMPLETE' AND n.status <> 'ACQUIRED'
+        UNION ALL
+        SELECT FROM o JOIN n ON n.name = o.name AND n."interval" = o."interval" AND n.slot_start = o.slot_start
+        WHERE o.status = 'ACQUIRED' AND n.fence <> o.fence) THEN
+        RETURN NULL;
+    END IF;
+    engine := current_setting('almanac.engine', true) IS NOT DISTINCT FROM 'on';
+    actor := left(coalesce(nullif(current_setting('almanac.actor', true), ''),
         CASE WHEN engine THEN session_user::text
             ELSE session_user || coalesce(' (' || nullif(current_setting('application_name'), '') || ')', '') END), 256);
-    -- The owner of a locked-mode run, which no row holds (runOwner).
-    named_owner uuid := CASE WHEN current_setting('almanac.owner', true)
+    named_owner := CASE WHEN current_setting('almanac.owner', true)
         ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN current_setting('almanac.owner', true)::uuid END;
-BEGIN
     INSERT INTO slot_event (at, name, "interval", slot_start, event, generation, owner, fence, attempt, completed_at, actor, message)
     SELECT e.at, n.name, n."interval", n.slot_start, e.event, n.generation, e.owner, e.fence, e.attempt, e.completed_at, e.actor, e.message
     FROM o JOIN n ON n.name = o.name AND n."interval" = o."interval" AND n.slot_start = o.slot_start
