@@ -59,7 +59,10 @@ type Slot struct {
 	// are set. For a slot judged due they are all COMPLETE or SKIP; a
 	// slot taken over from an expired lease lists them as they are now.
 	// Compacted upstream slots (see coverage's Compact) have no row and
-	// are not listed. Nil for a series without dependencies.
+	// are not listed. Nil for a series without dependencies. It is not
+	// bounded: a monthly slot over a minutely upstream lists some 44,640
+	// slots (a few MiB), read with the claim; depend on a coarser series
+	// (an hourly rollup) when that is too many.
 	Upstream []Slot
 
 	heldFence int64 // the slot's fence before this acquisition
