@@ -85,10 +85,6 @@ func Exponential(base, limit time.Duration, jitter float64) RetryPolicy {
 	return acquire.Exponential(base, limit, jitter)
 }
 
-// DefaultRetry waits 1 s after the first failure, doubling up to 1 h, ±20 %:
-// 1 s, 2 s, 4 s, ... about 17 min after the 11th failure, then 1 h.
-var DefaultRetry = acquire.DefaultRetry
-
 // Command runs a program once per slot: the handler of the sidecar
 // (`almanac run`), for a lease-mode job. Call Check before registering the
 // job, so that a program that cannot start is refused before a slot is
