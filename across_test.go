@@ -74,13 +74,8 @@ func TestBatchedJobsShareTransactions(t *testing.T) {
 				return nil
 			}}))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	require.NoError(t, e.start(ctx))
-	defer func() { require.NoError(t, e.stop(context.Background())) }()
-	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == n
-	}, time.Minute, 5*time.Millisecond)
+	startEngine(t, e)
+	waitCompleted(t, db, n, time.Minute)
 	waitIdle(t, e)
 	require.True(t, failed)
 	require.Equal(t, n, count(t, db, `SELECT count(*) FROM {{schema}}.effect`), "one committed effect per slot")
@@ -169,13 +164,8 @@ func TestAcrossIsFairAcrossSeries(t *testing.T) {
 				return nil
 			}}))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	require.NoError(t, e.start(ctx))
-	defer func() { require.NoError(t, e.stop(context.Background())) }()
-	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 3*n
-	}, 2*time.Minute, 10*time.Millisecond)
+	startEngine(t, e)
+	waitCompleted(t, db, 3*n, 2*time.Minute)
 	mu.Lock()
 	defer mu.Unlock()
 	firstThird := 3 * n

@@ -434,6 +434,22 @@ func TestCommandStoppedOnLeaseLoss(t *testing.T) {
 		"the grandchild dies with its process group")
 }
 
+// startEngine starts e and stops it when the test ends.
+func startEngine(t *testing.T, e *engine) {
+	t.Helper()
+	require.NoError(t, e.start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, e.stop(context.Background())) })
+}
+
+// waitCompleted waits, for at most within, until n slots of db's schema
+// are COMPLETE.
+func waitCompleted(t *testing.T, db *pgtest.DB, n int, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == n
+	}, within, 5*time.Millisecond)
+}
+
 // waitIdle waits until s has no worker running and no job marked as having
 // work: the state in which only a wake-up (or the poll) sends a worker.
 func waitIdle(t *testing.T, e *engine) {
@@ -491,10 +507,8 @@ func TestNoLostWakeUps(t *testing.T) {
 			}
 			return nil
 		}}))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	require.NoError(t, e.start(ctx))
-	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	startEngine(t, e)
+	ctx := context.Background()
 	cov, err := coverage.New(ctx, db.Pool, g, coverage.Options{Schema: db.Schema})
 	require.NoError(t, err)
 	for i := range 200 {
@@ -503,9 +517,7 @@ func TestNoLostWakeUps(t *testing.T) {
 		case <-time.After(3 * time.Second):
 			t.Fatalf("round %d: the re-opened slot waited for the poll", i)
 		}
-		require.Eventually(t, func() bool {
-			return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
-		}, 3*time.Second, time.Millisecond)
+		waitCompleted(t, db, 1, 3*time.Second)
 		// A worker's acquisition attempt can still hold the row lock of a
 		// slot completed a moment ago (READ COMMITTED re-checks a locked row
 		// and finds it COMPLETE, but keeps the lock); re-open then reports

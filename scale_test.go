@@ -86,14 +86,9 @@ func TestPollAtRestIsOneStatement(t *testing.T) {
 		require.NoError(t, e.add(Job{Series: series(t, fmt.Sprintf("rest_%03d", i), "P1D"),
 			Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	require.NoError(t, e.start(ctx))
-	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	startEngine(t, e)
 	// Settled: each job ran its due slot, and a poll since found nothing.
-	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == n
-	}, time.Minute, 5*time.Millisecond)
+	waitCompleted(t, db, n, time.Minute)
 	waitIdle(t, e)
 	before := tally.counts()
 	require.Eventually(t, func() bool { return tally.counts()["scan"] >= before["scan"]+5 }, time.Minute, time.Millisecond)
@@ -168,9 +163,7 @@ func runUntilOneComplete(t *testing.T, db *pgtest.DB, ctx context.Context, e *en
 	case <-time.After(30 * time.Second):
 		t.Fatal(what)
 	}
-	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == 1
-	}, 10*time.Second, time.Millisecond)
+	waitCompleted(t, db, 1, 10*time.Second)
 }
 
 // bulkKind tells the grouped materialization's insert and the single
@@ -200,10 +193,7 @@ func TestTickMaterializesGroupInOneStatement(t *testing.T) {
 			Handler: func(context.Context, pgx.Tx, acquire.Slot) error { return nil }}))
 	}
 	require.Len(t, e.groups(), 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	require.NoError(t, e.start(ctx))
-	defer func() { require.NoError(t, e.stop(context.Background())) }()
+	startEngine(t, e)
 	starts := func() int {
 		return count(t, db, `SELECT count(DISTINCT slot_start) FROM {{schema}}.slot`)
 	}
@@ -295,13 +285,8 @@ func TestLastSlotNeedsOneClaim(t *testing.T) {
 				}
 				require.NoError(t, e.add(j))
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			require.NoError(t, e.start(ctx))
-			defer func() { require.NoError(t, e.stop(context.Background())) }()
-			require.Eventually(t, func() bool {
-				return count(t, db, `SELECT count(*) FROM {{schema}}.slot WHERE status = 'COMPLETE'`) == n
-			}, time.Minute, 5*time.Millisecond)
+			startEngine(t, e)
+			waitCompleted(t, db, n, time.Minute)
 			waitIdle(t, e)
 			require.Less(t, tally.counts()["claim"], n*3/2, "claims for %d slots", n)
 		})
