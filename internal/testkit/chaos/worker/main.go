@@ -486,16 +486,17 @@ func (w *worker) complete(ctx context.Context, l *acquire.Lease) (outcome, detai
 }
 
 func (w *worker) completeOnce(ctx context.Context, l *acquire.Lease) (unknown bool, err error) {
-	tx, err := w.pool.Begin(ctx)
+	// Our own dead-man switch, as locked mode has: frozen between the
+	// completion and the commit, we must not keep the slot's row locked.
+	// It is set in the round trip that begins the transaction: frozen
+	// between a BEGIN and a SET of their own, we would hold an idle
+	// transaction with no timeout.
+	tx, err := w.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
+		"BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", w.cfg.deadMan.Milliseconds())})
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	// Our own dead-man switch, as locked mode has: frozen between the
-	// completion and the commit, we must not keep the slot's row locked.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", w.cfg.deadMan.Milliseconds())); err != nil {
-		return false, err
-	}
 	if err := l.CompleteTx(ctx, tx); err != nil {
 		return false, err
 	}
